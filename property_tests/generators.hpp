@@ -1,0 +1,172 @@
+// RapidCheck generators named for the domain. They build one `Case` from
+// small named pieces, so a shrunk counterexample is a small, readable case.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+#include "ctxscore/case.hpp"
+
+namespace ctxscore::gen {
+
+// How large a generated case may get: the CPU suite keeps cases tiny, the
+// GPU suite allows more.
+struct CaseLimits {
+  std::int64_t max_batch = 6;
+  std::int64_t max_heads = 4;
+  std::int64_t min_query_len = 1;
+  std::int64_t max_query_len = 4;
+  std::int64_t max_world = 8;
+  std::int64_t max_bound = 4096;
+  std::int64_t max_pages = 12;
+  bool strided_layouts = true;   // padded query/table strides, larger permuted `out`
+  bool forced_geometry = false;  // explicit chunkings (kernel-side only)
+};
+
+// A capture-stable bound S: small, block-aligned, off by one, or large.
+inline rc::Gen<std::int64_t> genBound(const CaseLimits& lim) {
+  const std::int64_t top = lim.max_bound;
+  return rc::gen::weightedOneOf<std::int64_t>({
+      {4, rc::gen::inRange<std::int64_t>(1, std::min<std::int64_t>(top, 1024) + 1)},
+      {3, rc::gen::map(rc::gen::inRange<std::int64_t>(1, std::max<std::int64_t>(top / 128, 1) + 1),
+                       [](std::int64_t k) { return k * 128; })},
+      {2, rc::gen::map(rc::gen::inRange<std::int64_t>(1, std::max<std::int64_t>(top / 128, 1) + 1),
+                       [](std::int64_t k) { return k * 128 + 1; })},
+      {1, rc::gen::just(top)},
+      {2, rc::gen::inRange<std::int64_t>(1, top + 1)},
+  });
+}
+
+// A request length from the classes that matter for a bound and query length.
+inline rc::Gen<std::int32_t> genSeqLen(std::int64_t bound, std::int64_t ql) {
+  const auto len = [](std::int64_t v) { return static_cast<std::int32_t>(std::max<std::int64_t>(v, 0)); };
+  const std::int64_t blocks = std::max<std::int64_t>(bound / 128, 1);
+  return rc::gen::weightedOneOf<std::int32_t>({
+      {2, rc::gen::element(len(0), len(1), len(ql - 1), len(ql), len(127), len(128), len(129))},
+      {2, rc::gen::map(rc::gen::pair(rc::gen::inRange<std::int64_t>(1, blocks + 1), rc::gen::inRange(-1, 2)),
+                       [len](std::pair<std::int64_t, int> kd) { return len(kd.first * 128 + kd.second); })},
+      {1, rc::gen::just(len(bound))},
+      {1, rc::gen::map(rc::gen::inRange<std::int64_t>(1, 300),
+                       [len, bound](std::int64_t extra) { return len(bound + extra); })},  // past the bound: end clamps to G
+      {4, rc::gen::map(rc::gen::inRange<std::int64_t>(0, bound + 1), len)},
+  });
+}
+
+// A block table of `batch` rows of `width` ids over `pages` physical pages.
+inline rc::Gen<std::vector<std::int32_t>> genPageTable(std::int64_t batch, std::int64_t width,
+                                                        std::int64_t pages) {
+  const std::size_t n = static_cast<std::size_t>(batch * width);
+  const auto in_range = rc::gen::inRange<std::int32_t>(0, static_cast<std::int32_t>(pages));
+  const auto out_of_range = rc::gen::element<std::int32_t>(
+      -1, -7, static_cast<std::int32_t>(pages), static_cast<std::int32_t>(pages + 3), 1 << 20, INT32_MIN, INT32_MAX);
+  return rc::gen::weightedOneOf<std::vector<std::int32_t>>({
+      {3, rc::gen::container<std::vector<std::int32_t>>(n, in_range)},
+      {1, rc::gen::map(in_range, [n](std::int32_t p) { return std::vector<std::int32_t>(n, p); })},  // repeated
+      {2, rc::gen::map(rc::gen::inRange<std::uint32_t>(0, UINT32_MAX),  // a permutation, cycled when short
+                       [n, pages](std::uint32_t shift) {
+                         std::vector<std::int32_t> v(n);
+                         for (std::size_t e = 0; e < n; ++e)
+                           v[e] = static_cast<std::int32_t>((e * 7919u + shift) % static_cast<std::uint64_t>(pages));
+                         return v;
+                       })},
+      {2, rc::gen::container<std::vector<std::int32_t>>(
+              n, rc::gen::weightedOneOf<std::int32_t>({{3, in_range}, {1, out_of_range}}))},
+  });
+}
+
+// An explicit chunking of `local` slots: CHUNK = 1, CHUNK >= L, any CHUNK,
+// and grids with extra programs that must only return.
+inline rc::Gen<GeometryOverride> genGeometry(std::int64_t local) {
+  const std::int64_t L = std::max<std::int64_t>(local, 1);
+  return rc::gen::exec([L] {
+    const std::int64_t chunk = *rc::gen::weightedOneOf<std::int64_t>({
+        {1, rc::gen::just<std::int64_t>(1)},
+        {1, rc::gen::inRange<std::int64_t>(L, 2 * L + 2)},
+        {3, rc::gen::inRange<std::int64_t>(1, L + 1)},
+    });
+    const std::int64_t needed = ceil_div(L, chunk);
+    const std::int64_t extra = *rc::gen::weightedOneOf<std::int64_t>(
+        {{3, rc::gen::just<std::int64_t>(0)}, {1, rc::gen::inRange<std::int64_t>(1, 4)}});
+    return GeometryOverride{chunk, needed + extra};
+  });
+}
+
+// Random per-dimension padding and stride order for `out`, so that larger
+// buffers with their own strides keep their content outside the view.
+inline void genOutLayout(Case& c) {
+  const std::int64_t H = c.heads, R = c.tokens() + *rc::gen::inRange<std::int64_t>(0, 3),
+                     S = c.local() + *rc::gen::inRange<std::int64_t>(0, 3);
+  c.out_rows = R;
+  c.out_slots = S;
+  const int order = *rc::gen::inRange(0, 6);  // which dimension is innermost, and so on
+  const std::int64_t pad = *rc::gen::inRange<std::int64_t>(0, 3);
+  const std::int64_t dims[3] = {H, R, S};
+  static constexpr int kOrders[6][3] = {{2, 1, 0}, {1, 2, 0}, {2, 0, 1}, {0, 2, 1}, {1, 0, 2}, {0, 1, 2}};
+  std::int64_t strides[3] = {0, 0, 0}, next = 1;
+  for (int k = 0; k < 3; ++k) {  // kOrders lists dimensions from innermost to outermost
+    const int d = kOrders[order][k];
+    strides[d] = next;
+    next = next * dims[d] + pad;
+  }
+  c.out_head_stride = strides[0];
+  c.out_row_stride = strides[1];
+  c.out_slot_stride = strides[2];
+}
+
+inline rc::Gen<Case> genCase(const CaseLimits& lim) {
+  return rc::gen::exec([lim] {
+    Case c;
+    c.label = "random";
+    c.seed = *rc::gen::arbitrary<std::uint32_t>();
+    c.heads = *rc::gen::inRange<std::int64_t>(1, lim.max_heads + 1);
+    c.query_len = *rc::gen::inRange<std::int64_t>(lim.min_query_len, lim.max_query_len + 1);
+    c.world = *rc::gen::weightedOneOf<std::int64_t>(
+        {{3, rc::gen::inRange<std::int64_t>(1, lim.max_world + 1)}, {1, rc::gen::just(std::int64_t{lim.max_world})}});
+    c.rank = *rc::gen::inRange<std::int64_t>(0, c.world);
+    c.max_seq_len = *genBound(lim);
+    c.pages = *rc::gen::inRange<std::int64_t>(1, lim.max_pages + 1);
+    const std::int64_t batch = *rc::gen::inRange<std::int64_t>(1, lim.max_batch + 1);
+    c.seq_lens = *rc::gen::container<std::vector<std::int32_t>>(static_cast<std::size_t>(batch),
+                                                                genSeqLen(c.max_seq_len, c.query_len));
+    c.table_width = c.global() + (lim.strided_layouts ? *rc::gen::inRange<std::int64_t>(0, 3) : 0);
+    c.table_row_stride = c.table_width + (lim.strided_layouts ? *rc::gen::inRange<std::int64_t>(0, 4) : 0);
+    c.block_table = *genPageTable(batch, c.table_width, c.pages);
+    if (lim.strided_layouts && *rc::gen::inRange(0, 2)) {
+      c.q_head_stride = kHeadDim + 8 * *rc::gen::inRange<std::int64_t>(0, 3);
+      c.q_token_stride = c.heads * c.q_head_stride + 8 * *rc::gen::inRange<std::int64_t>(0, 3);
+    }
+    if (lim.strided_layouts && *rc::gen::inRange(0, 2)) genOutLayout(c);
+    if (lim.forced_geometry && *rc::gen::inRange(0, 2)) c.geometry = *genGeometry(c.local());
+    return c.resolved();
+  });
+}
+
+// Edge classes a case touches, tagged so every run prints their frequencies.
+inline void classify(const Case& c) {
+  const std::int64_t G = c.global(), L = c.local();
+  bool boundary = false, empty_here = false, past_bound = false, oob = false, zero = false;
+  for (std::int64_t i = 0; i < c.batch(); ++i) {
+    const std::int64_t len = c.seq_lens[static_cast<std::size_t>(i)];
+    boundary = boundary || (len > 0 && len % 128 == 0);
+    zero = zero || len == 0;
+    past_bound = past_bound || len > c.max_seq_len;
+    empty_here = empty_here || (len > 0 && scan_slots(len, G, L, c.rank, c.world) == 0);
+  }
+  for (std::int32_t id : c.block_table) oob = oob || id < 0 || id >= c.pages;
+  RC_CLASSIFY(boundary, "length on a block boundary");
+  RC_CLASSIFY(zero, "length 0");
+  RC_CLASSIFY(empty_here, "request leaves this rank empty");
+  RC_CLASSIFY(past_bound, "length past the bound");
+  RC_CLASSIFY(oob, "out-of-range page id");
+  RC_CLASSIFY(c.query_len > 1, "speculative decode (QL > 1)");
+  RC_CLASSIFY(c.world == 1, "world 1");
+  RC_CLASSIFY(c.geometry.has_value(), "forced chunking");
+  RC_CLASSIFY(c.q_token_stride != c.heads * kHeadDim || c.q_head_stride != kHeadDim, "padded query strides");
+  RC_CLASSIFY(c.out_rows > c.tokens() || c.out_slots > c.local() || c.out_slot_stride != 1, "larger strided out");
+}
+
+}  // namespace ctxscore::gen

@@ -1,0 +1,209 @@
+// Properties of the CPU reference itself: the claims of the contract that
+// tie shards, bounds, pages and tokens together.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "generators.hpp"
+#include "scored_case.hpp"
+
+namespace ctxscore {
+namespace {
+
+using test::float_bits;
+using test::score_case;
+
+gen::CaseLimits cpu_limits() { return {}; }
+
+// The stored fp32 score of (head, row, logical block) of a rank's shard.
+float stored(const test::ScoredCase& s, std::int64_t h, std::int64_t row, std::int64_t slot) {
+  return s.host.out[static_cast<std::size_t>(s.host.out_layout().offset(h, row, slot))];
+}
+
+RC_GTEST_PROP(Reference, RanksPartitionTheReachedBlocks, ()) {
+  Case c = *gen::genCase(cpu_limits());
+  gen::classify(c);
+  std::map<std::pair<std::int64_t, std::int64_t>, int> owners;  // (request, block) -> ranks writing it
+  for (std::int64_t r = 0; r < c.world; ++r) {
+    c.rank = r;
+    const auto s = score_case(c);
+    for (std::int64_t i = 0; i < c.batch(); ++i)
+      for (std::int64_t j = 0; j < c.local(); ++j) {
+        const bool w = s.ref.is_written(i * c.query_len, j);
+        for (std::int64_t t = 1; t < c.query_len; ++t) RC_ASSERT(s.ref.is_written(i * c.query_len + t, j) == w);
+        if (w) ++owners[{i, block_of_slot(j, r, c.world)}];
+      }
+  }
+  for (std::int64_t i = 0; i < c.batch(); ++i) {
+    const std::int64_t end = reach_blocks(c.seq_lens[static_cast<std::size_t>(i)], c.global());
+    for (std::int64_t b = 0; b < std::max<std::int64_t>(end, 0); ++b) {
+      const auto key = std::make_pair(i, b);
+      RC_ASSERT(owners[key] == 1);
+      owners.erase(key);
+    }
+  }
+  for (const auto& [key, n] : owners) RC_ASSERT(n == 0);  // nothing past `end` is written
+}
+
+RC_GTEST_PROP(Reference, ShardsReassembleIntoWorldOne, ()) {
+  Case c = *gen::genCase(cpu_limits());
+  gen::classify(c);
+  Case whole = c;
+  whole.world = 1;
+  whole.rank = 0;
+  whole.out_rows = whole.out_slots = whole.out_head_stride = whole.out_row_stride = whole.out_slot_stride = 0;
+  const auto one = score_case(whole.resolved());
+  for (std::int64_t r = 0; r < c.world; ++r) {
+    c.rank = r;
+    const auto shard = score_case(c);
+    for (std::int64_t row = 0; row < c.tokens(); ++row)
+      for (std::int64_t j = 0; j < c.local(); ++j) {
+        const std::int64_t b = block_of_slot(j, r, c.world);
+        if (b >= whole.local()) {
+          RC_ASSERT(!shard.ref.is_written(row, j));
+          continue;
+        }
+        RC_ASSERT(shard.ref.is_written(row, j) == one.ref.is_written(row, b));
+        if (!shard.ref.is_written(row, j)) continue;
+        for (std::int64_t h = 0; h < c.heads; ++h)
+          RC_ASSERT(float_bits(stored(shard, h, row, j)) == float_bits(stored(one, h, row, b)));
+      }
+  }
+}
+
+RC_GTEST_PROP(Reference, BoundIndependenceIsBitwise, ()) {
+  Case c = *gen::genCase(cpu_limits());
+  gen::classify(c);
+  const std::int32_t longest = *std::max_element(c.seq_lens.begin(), c.seq_lens.end());
+  // Two bounds at or past every length, sharing one block table wide enough for both.
+  const std::int64_t lo = std::max<std::int64_t>(longest, 1) + *rc::gen::inRange<std::int64_t>(0, 200);
+  const std::int64_t hi = lo + *rc::gen::inRange<std::int64_t>(0, 2000);
+  Case a = c, b = c;
+  a.max_seq_len = lo;
+  b.max_seq_len = hi;
+  for (Case* x : {&a, &b}) {
+    x->table_width = global_blocks(hi);
+    x->table_row_stride = x->table_width;
+    x->block_table = std::vector<std::int32_t>(static_cast<std::size_t>(c.batch() * x->table_width));
+    for (std::size_t e = 0; e < x->block_table.size(); ++e)
+      x->block_table[e] = static_cast<std::int32_t>((e * 31 + c.seed) % static_cast<std::uint64_t>(c.pages));
+    x->out_rows = x->out_slots = x->out_head_stride = x->out_row_stride = x->out_slot_stride = 0;
+  }
+  const auto sa = score_case(a.resolved()), sb = score_case(b.resolved());
+  for (std::int64_t row = 0; row < c.tokens(); ++row)
+    for (std::int64_t j = 0; j < sb.ref.slots; ++j) {
+      const bool wa = j < sa.ref.slots && sa.ref.is_written(row, j);
+      RC_ASSERT(wa == sb.ref.is_written(row, j));
+      if (!wa) continue;
+      for (std::int64_t h = 0; h < c.heads; ++h)
+        RC_ASSERT(float_bits(stored(sa, h, row, j)) == float_bits(stored(sb, h, row, j)));
+    }
+}
+
+RC_GTEST_PROP(Reference, OutOfRangePageScoresAsItsClampedPage, ()) {
+  Case c = *gen::genCase(cpu_limits());
+  gen::classify(c);
+  Case clamped = c;
+  for (std::int32_t& id : clamped.block_table) id = static_cast<std::int32_t>(clamp_page(id, c.pages));
+  const auto raw = score_case(c), fixed = score_case(clamped);
+  RC_ASSERT(raw.host.out == fixed.host.out);
+  RC_ASSERT(raw.ref.page == fixed.ref.page);
+}
+
+RC_GTEST_PROP(Reference, PermutingPhysicalPagesChangesNothing, ()) {
+  Case c = *gen::genCase(cpu_limits());
+  gen::classify(c);
+  std::vector<std::size_t> moved(static_cast<std::size_t>(c.pages));  // new page of old page p: moved[p]
+  for (std::size_t p = 0; p < moved.size(); ++p) moved[p] = p;
+  for (std::size_t k = moved.size(); k > 1; --k) std::swap(moved[k - 1], moved[*rc::gen::inRange<std::size_t>(0, k)]);
+  auto base = score_case(c);
+  HostCase permuted = materialize(c);
+  for (std::size_t p = 0; p < moved.size(); ++p)
+    std::copy_n(base.host.cache.begin() + static_cast<std::ptrdiff_t>(p * kPageElems), kPageElems,
+                permuted.cache.begin() + static_cast<std::ptrdiff_t>(moved[p] * kPageElems));
+  for (std::int64_t i = 0; i < c.batch(); ++i)
+    for (std::int64_t b = 0; b < c.table_width; ++b) {
+      std::int32_t& id = permuted.table[static_cast<std::size_t>(i * c.table_row_stride + b)];
+      id = static_cast<std::int32_t>(moved[static_cast<std::size_t>(clamp_page(id, c.pages))]);
+    }
+  score_shard(permuted.args());
+  RC_ASSERT(base.host.out == permuted.out);
+}
+
+RC_GTEST_PROP(Reference, LaterTokenWithTheSameQueryScoresAtLeastAsHigh, ()) {
+  gen::CaseLimits lim = cpu_limits();
+  lim.min_query_len = 2;
+  Case c = *gen::genCase(lim);
+  gen::classify(c);
+  HostCase h = materialize(c);
+  const std::int64_t i = *rc::gen::inRange<std::int64_t>(0, c.batch());
+  const std::int64_t t1 = *rc::gen::inRange<std::int64_t>(0, c.query_len - 1);
+  const std::int64_t t2 = *rc::gen::inRange<std::int64_t>(t1 + 1, c.query_len);
+  const std::int64_t r1 = i * c.query_len + t1, r2 = i * c.query_len + t2;
+  for (std::int64_t head = 0; head < c.heads; ++head)
+    for (std::int64_t d = 0; d < kHeadDim; ++d)
+      h.q[static_cast<std::size_t>(r2 * c.q_token_stride + head * c.q_head_stride + d)] =
+          h.q[static_cast<std::size_t>(r1 * c.q_token_stride + head * c.q_head_stride + d)];
+  const ShardScores s = score_shard(h.args());
+  for (std::int64_t j = 0; j < c.local(); ++j) {
+    if (!s.is_written(r1, j)) continue;
+    for (std::int64_t head = 0; head < c.heads; ++head)
+      RC_ASSERT(s.exact[static_cast<std::size_t>(s.index(head, r2, j))] >=
+                s.exact[static_cast<std::size_t>(s.index(head, r1, j))]);
+  }
+}
+
+RC_GTEST_PROP(Reference, NegInfExactlyWhereNoPositionQualifies, ()) {
+  Case c = *gen::genCase(cpu_limits());
+  gen::classify(c);
+  const auto s = score_case(c);
+  for (std::int64_t row = 0; row < c.tokens(); ++row) {
+    const std::int64_t i = row / c.query_len, t = row % c.query_len;
+    const std::int64_t cutoff = causal_cutoff(c.seq_lens[static_cast<std::size_t>(i)], c.query_len, t);
+    for (std::int64_t j = 0; j < c.local(); ++j) {
+      if (!s.ref.is_written(row, j)) continue;
+      const bool none = !position_qualifies(block_of_slot(j, c.rank, c.world), 0, cutoff);
+      for (std::int64_t h = 0; h < c.heads; ++h) {
+        const float v = stored(s, h, row, j);
+        RC_ASSERT((std::isinf(v) && v < 0) == none);
+        RC_ASSERT(std::isfinite(v) || none);
+      }
+    }
+  }
+}
+
+RC_GTEST_PROP(Reference, UnwrittenElementsKeepTheirSentinel, ()) {
+  Case c = *gen::genCase(cpu_limits());
+  gen::classify(c);
+  const auto s = score_case(c);
+  const ScoresView o = s.host.out_layout();
+  std::vector<char> written(s.host.out.size(), 0);
+  for (std::int64_t h = 0; h < c.heads; ++h)
+    for (std::int64_t row = 0; row < c.tokens(); ++row)
+      for (std::int64_t j = 0; j < c.local(); ++j)
+        if (s.ref.is_written(row, j)) written[static_cast<std::size_t>(o.offset(h, row, j))] = 1;
+  for (std::size_t e = 0; e < written.size(); ++e)
+    if (!written[e]) RC_ASSERT(float_bits(s.host.out[e]) == float_bits(c.sentinel));
+    else RC_ASSERT(float_bits(s.host.out[e]) != float_bits(c.sentinel));
+}
+
+RC_GTEST_PROP(Reference, WrittenValuesAreTheRoundedExactScores, ()) {
+  Case c = *gen::genCase(cpu_limits());
+  const auto s = score_case(c);
+  RC_ASSERT(!s.ref.out_of_contract);
+  for (std::int64_t h = 0; h < c.heads; ++h)
+    for (std::int64_t row = 0; row < c.tokens(); ++row)
+      for (std::int64_t j = 0; j < c.local(); ++j)
+        if (s.ref.is_written(row, j)) {
+          const std::size_t e = static_cast<std::size_t>(s.ref.index(h, row, j));
+          RC_ASSERT(float_bits(stored(s, h, row, j)) == float_bits(stored_value(s.ref.exact[e])));
+          RC_ASSERT(s.ref.bound[e] >= 0.0);
+        }
+}
+
+}  // namespace
+}  // namespace ctxscore

@@ -1,0 +1,64 @@
+// One test case as a single printable value: what generators yield, fixtures
+// store, and the reference, kernel and benchmark take. Contents (queries and
+// cache) are a pure function of the seed, so the line replays the case.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "ctxscore/validate.hpp"
+#include "ctxscore/views.hpp"
+
+namespace ctxscore {
+
+struct Case {
+  std::string label = "random";  // the edge class it was drawn for
+  std::uint64_t seed = 0;        // query and cache contents
+  std::int64_t heads = 1, query_len = 1, world = 1, rank = 0;
+  std::int64_t max_seq_len = 128;  // the capture-stable bound S
+  std::int64_t pages = 1;
+  double sm_scale = 0.08838834764831845;  // 1/sqrt(128)
+  std::vector<std::int32_t> seq_lens;     // B
+  std::int64_t table_width = 1;           // Wt >= G
+  std::int64_t table_row_stride = 1;      // >= Wt
+  std::vector<std::int32_t> block_table;  // B × Wt, row-major, dense
+  std::int64_t q_token_stride = 0, q_head_stride = 0;  // 0: packed
+  // out is [heads, out_rows, out_slots] with the given strides; 0: packed [H, T, L].
+  std::int64_t out_rows = 0, out_slots = 0;
+  std::int64_t out_head_stride = 0, out_row_stride = 0, out_slot_stride = 0;
+  std::optional<GeometryOverride> geometry;  // forced chunking (kernel only)
+  float sentinel = -12345.0f;                // prefill of out
+
+  std::int64_t batch() const { return static_cast<std::int64_t>(seq_lens.size()); }
+  std::int64_t tokens() const { return batch() * query_len; }
+  std::int64_t global() const { return global_blocks(max_seq_len); }
+  std::int64_t local() const { return local_slots(global(), world); }
+
+  // Packed defaults filled in: every stride and out dimension explicit.
+  Case resolved() const;
+  std::string str() const;  // one line
+};
+
+void showValue(const Case& c, std::ostream& os);  // RapidCheck's printer
+
+// Deterministic bf16 contents: the bits of element `index` of `stream`.
+enum class Stream : std::uint64_t { queries = 1, cache = 2 };
+std::uint16_t content_bits(std::uint64_t seed, Stream stream, std::uint64_t index);
+
+// The case's buffers on the host: padding of the query buffer holds NaN
+// (a stride bug reads it), table padding holds random page ids, out holds
+// the sentinel everywhere.
+struct HostCase {
+  Case spec;  // resolved
+  std::vector<bf16> q, cache;
+  std::vector<std::int32_t> table, lens;
+  std::vector<float> out;
+  ScoreArgs args(Device device = {});  // host TensorRefs over these buffers
+  ScoresView out_layout() const;       // offsets into `out`
+};
+HostCase materialize(const Case& c);
+
+}  // namespace ctxscore

@@ -1,0 +1,57 @@
+// Judging a kernel's output against the reference: written finite slots
+// within the bound, −inf exactly −inf, finite stays finite, and every
+// element outside the written set bitwise what it held before the launch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ctxscore/score.hpp"
+#include "ctxscore/views.hpp"
+
+namespace ctxscore {
+
+enum class MismatchKind {
+  outside_bound,       // finite, but further from the exact score than the bound
+  expected_neg_inf,    // no position qualifies, yet the slot is not −inf
+  lost_finite,         // the exact score is finite, the slot is not
+  unwritten_changed,   // a slot of [:, :T, :L] the contract does not write was changed
+  outside_view_changed // an element of out beyond [:, :T, :L] was changed
+};
+const char* mismatch_kind_name(MismatchKind k);
+
+struct Coordinates {
+  std::int64_t request = -1, token = -1, head = -1, row = -1, slot = -1, block = -1, page = -1;
+  std::string str() const;
+};
+
+struct Mismatch {
+  MismatchKind kind;
+  Coordinates at;
+  std::int64_t storage_offset = 0;
+  double expected = 0;  // exact score (written) or the element's prior bits as float
+  float got = 0;
+  double bound = 0;
+  std::string str() const;
+};
+
+struct CompareReport {
+  std::int64_t written = 0, written_finite = 0, written_neg_inf = 0;
+  std::int64_t unwritten_checked = 0;  // elements of out outside the written set
+  std::int64_t mismatches = 0;
+  double worst_ratio = 0;  // max |got − exact| / bound over finite written slots
+  Coordinates worst_at;
+  std::optional<Mismatch> first;
+  std::optional<std::string> out_of_contract;
+  bool ok() const { return !out_of_contract && mismatches == 0; }
+  std::string summary() const;  // one line
+};
+
+// `layout` describes the out view inside `before`/`after` (both holding
+// `elements` floats: the whole out allocation, snapshots before and after
+// the launch). The view's data pointer is ignored; offsets are what count.
+CompareReport compare(const ShardScores& ref, const ScoresView& layout, const float* before,
+                      const float* after, std::int64_t elements);
+
+}  // namespace ctxscore

@@ -1,0 +1,132 @@
+#include "ctxscore/case.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+namespace ctxscore {
+
+namespace {
+
+std::uint64_t splitmix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+template <typename T>
+void print_list(std::ostream& s, const std::vector<T>& v, std::size_t limit) {
+  s << '[';
+  for (std::size_t k = 0; k < v.size() && k < limit; ++k) s << (k ? "," : "") << v[k];
+  if (v.size() > limit) s << ",...(" << v.size() << " in all)";
+  s << ']';
+}
+
+}  // namespace
+
+std::uint16_t content_bits(std::uint64_t seed, Stream stream, std::uint64_t index) {
+  const std::uint64_t r = splitmix(splitmix(seed ^ (static_cast<std::uint64_t>(stream) << 56)) + index);
+  if ((r & 15u) == 0) return 0;  // exact zeros, 1 in 16
+  // sign, exponent in [2^-6, 2^1], 7 random mantissa bits: no overflow, no underflow.
+  const std::uint16_t sign = static_cast<std::uint16_t>((r >> 8) & 1u) << 15;
+  const std::uint16_t exponent = static_cast<std::uint16_t>(127 - 6 + ((r >> 9) % 8u)) << 7;
+  const std::uint16_t mantissa = static_cast<std::uint16_t>((r >> 16) & 0x7Fu);
+  return sign | exponent | mantissa;
+}
+
+Case Case::resolved() const {
+  Case c = *this;
+  if (c.q_head_stride == 0) c.q_head_stride = kHeadDim;
+  if (c.q_token_stride == 0) c.q_token_stride = c.heads * c.q_head_stride;
+  if (c.out_rows == 0) c.out_rows = c.tokens();
+  if (c.out_slots == 0) c.out_slots = c.local();
+  if (c.out_slot_stride == 0 && c.out_row_stride == 0 && c.out_head_stride == 0) {
+    c.out_slot_stride = 1;
+    c.out_row_stride = c.out_slots;
+    c.out_head_stride = c.out_rows * c.out_slots;
+  }
+  return c;
+}
+
+std::string Case::str() const {
+  std::ostringstream s;
+  s.precision(17);
+  s << "Case{" << label << " seed=" << seed << " B=" << batch() << " H=" << heads << " QL=" << query_len
+    << " world=" << world << " rank=" << rank << " S=" << max_seq_len << " P=" << pages
+    << " sm_scale=" << sm_scale << " lens=";
+  print_list(s, seq_lens, 64);
+  s << " table[w=" << table_width << ",rs=" << table_row_stride << "]=";
+  print_list(s, block_table, 256);
+  s << " q_strides=(" << q_token_stride << "," << q_head_stride << ",1)"
+    << " out=[" << heads << "," << out_rows << "," << out_slots << "](" << out_head_stride << ","
+    << out_row_stride << "," << out_slot_stride << ")";
+  if (geometry) s << " geometry=chunk" << geometry->chunk << "/grid_y" << geometry->grid_y;
+  s << "}";
+  return s.str();
+}
+
+void showValue(const Case& c, std::ostream& os) { os << c.str(); }
+
+HostCase materialize(const Case& input) {
+  HostCase hc;
+  hc.spec = input.resolved();
+  const Case& c = hc.spec;
+  const std::int64_t T = c.tokens(), H = c.heads, B = c.batch();
+
+  const std::int64_t q_elems = T == 0 ? 0 : (T - 1) * c.q_token_stride + (H - 1) * c.q_head_stride + kHeadDim;
+  hc.q.assign(static_cast<std::size_t>(std::max<std::int64_t>(q_elems, 1)),
+              Eigen::numext::bit_cast<bf16>(std::uint16_t{0x7FC0}));
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t d = 0; d < kHeadDim; ++d)
+        hc.q[static_cast<std::size_t>(t * c.q_token_stride + h * c.q_head_stride + d)] =
+            Eigen::numext::bit_cast<bf16>(
+                content_bits(c.seed, Stream::queries, static_cast<std::uint64_t>((t * H + h) * kHeadDim + d)));
+
+  hc.cache.resize(static_cast<std::size_t>(c.pages * kPageElems));
+  const std::int64_t n = c.pages * kPageElems;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t e = 0; e < n; ++e)
+    hc.cache[static_cast<std::size_t>(e)] =
+        Eigen::numext::bit_cast<bf16>(content_bits(c.seed, Stream::cache, static_cast<std::uint64_t>(e)));
+
+  hc.table.resize(static_cast<std::size_t>(std::max<std::int64_t>(B * c.table_row_stride, 1)));
+  for (std::size_t e = 0; e < hc.table.size(); ++e)
+    hc.table[e] = static_cast<std::int32_t>(splitmix(c.seed + 0x7AB1Eull + e) % static_cast<std::uint64_t>(c.pages));
+  for (std::int64_t i = 0; i < B; ++i)
+    for (std::int64_t b = 0; b < c.table_width; ++b)
+      hc.table[static_cast<std::size_t>(i * c.table_row_stride + b)] =
+          c.block_table[static_cast<std::size_t>(i * c.table_width + b)];
+  hc.lens = c.seq_lens;
+  if (hc.lens.empty()) hc.lens.push_back(0);  // a non-null buffer for an empty batch
+
+  const ScoresView o = hc.out_layout();
+  hc.out.assign(static_cast<std::size_t>(std::max<std::int64_t>(o.extent(), 1)), c.sentinel);
+  return hc;
+}
+
+ScoreArgs HostCase::args(Device device) {
+  const Case& c = spec;
+  ScoreArgs a;
+  a.idx_q = make_strided(q.data(), DType::bf16, device, {c.tokens(), c.heads, kHeadDim},
+                         {c.q_token_stride, c.q_head_stride, 1});
+  a.index_cache = make_tensor(cache.data(), DType::bf16, device, {c.pages, kBlockTokens, kHeadDim});
+  a.block_table = make_strided(table.data(), DType::i32, device, {c.batch(), c.table_width}, {c.table_row_stride, 1});
+  a.seq_lens = make_tensor(lens.data(), DType::i32, device, {c.batch()});
+  a.max_seq_len = c.max_seq_len;
+  a.rank = c.rank;
+  a.world = c.world;
+  a.max_query_len = c.query_len;
+  a.sm_scale = c.sm_scale;
+  a.out = make_strided(out.data(), DType::f32, device, {c.heads, c.out_rows, c.out_slots},
+                       {c.out_head_stride, c.out_row_stride, c.out_slot_stride});
+  return a;
+}
+
+ScoresView HostCase::out_layout() const {
+  const Case& c = spec;
+  return {nullptr, c.heads, c.out_rows, c.out_slots, c.out_head_stride, c.out_row_stride, c.out_slot_stride};
+}
+
+}  // namespace ctxscore
