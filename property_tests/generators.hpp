@@ -17,14 +17,20 @@ namespace ctxscore::gen {
 // GPU suite allows more.
 struct CaseLimits {
   std::int64_t max_batch = 6;
+  std::int64_t min_heads = 1;
   std::int64_t max_heads = 4;
   std::int64_t min_query_len = 1;
   std::int64_t max_query_len = 4;
+  std::int64_t min_world = 1;
   std::int64_t max_world = 8;
   std::int64_t max_bound = 4096;
   std::int64_t max_pages = 12;
   bool strided_layouts = true;   // padded query/table strides, larger permuted `out`
   bool forced_geometry = false;  // explicit chunkings (kernel-side only)
+  // Keeps the reference's work and the out buffer in budget: at most this
+  // many (row, block) pairs reached, this many elements of out.
+  std::int64_t max_work = std::int64_t{1} << 14;
+  std::int64_t max_out_elems = std::int64_t{1} << 20;
 };
 
 // A capture-stable bound S: small, block-aligned, off by one, or large.
@@ -117,21 +123,37 @@ inline void genOutLayout(Case& c) {
   c.out_slot_stride = strides[2];
 }
 
+// Halves the longest request until the reached (row, block) pairs fit `max_work`.
+inline void shrink_to_budget(Case& c, std::int64_t max_work) {
+  const auto work = [&c] {
+    std::int64_t w = 0;
+    for (std::int32_t len : c.seq_lens) w += std::max<std::int64_t>(reach_blocks(len, c.global()), 0);
+    return w * c.heads * c.query_len / c.world;
+  };
+  while (work() > max_work) {
+    auto longest = std::max_element(c.seq_lens.begin(), c.seq_lens.end());
+    *longest /= 2;
+  }
+}
+
 inline rc::Gen<Case> genCase(const CaseLimits& lim) {
   return rc::gen::exec([lim] {
     Case c;
     c.label = "random";
     c.seed = *rc::gen::arbitrary<std::uint32_t>();
-    c.heads = *rc::gen::inRange<std::int64_t>(1, lim.max_heads + 1);
+    c.heads = *rc::gen::inRange<std::int64_t>(lim.min_heads, lim.max_heads + 1);
     c.query_len = *rc::gen::inRange<std::int64_t>(lim.min_query_len, lim.max_query_len + 1);
     c.world = *rc::gen::weightedOneOf<std::int64_t>(
-        {{3, rc::gen::inRange<std::int64_t>(1, lim.max_world + 1)}, {1, rc::gen::just(std::int64_t{lim.max_world})}});
+        {{3, rc::gen::inRange<std::int64_t>(lim.min_world, lim.max_world + 1)}, {1, rc::gen::just(std::int64_t{lim.max_world})}});
     c.rank = *rc::gen::inRange<std::int64_t>(0, c.world);
-    c.max_seq_len = *genBound(lim);
     c.pages = *rc::gen::inRange<std::int64_t>(1, lim.max_pages + 1);
     const std::int64_t batch = *rc::gen::inRange<std::int64_t>(1, lim.max_batch + 1);
+    const std::int64_t rows = batch * c.query_len * c.heads;
+    const std::int64_t bound_cap = std::max<std::int64_t>(lim.max_out_elems / rows, 1) * c.world * kBlockTokens;
+    c.max_seq_len = std::min(*genBound(lim), bound_cap);
     c.seq_lens = *rc::gen::container<std::vector<std::int32_t>>(static_cast<std::size_t>(batch),
                                                                 genSeqLen(c.max_seq_len, c.query_len));
+    shrink_to_budget(c, lim.max_work);
     c.table_width = c.global() + (lim.strided_layouts ? *rc::gen::inRange<std::int64_t>(0, 3) : 0);
     c.table_row_stride = c.table_width + (lim.strided_layouts ? *rc::gen::inRange<std::int64_t>(0, 4) : 0);
     c.block_table = *genPageTable(batch, c.table_width, c.pages);

@@ -1,0 +1,91 @@
+// The kernel's addressing: which slots a program scans, which page a slot
+// reads (clamped), where its query rows, cache page and output elements
+// are. The kernel calls exactly these; a CPU test walks every program of a
+// launch through them and checks the written set against the reference.
+// Score arithmetic (loads, dot products, max) is not here.
+#pragma once
+
+#include <cstdint>
+
+#include "ctxscore/contract.hpp"
+#include "ctxscore/validate.hpp"
+
+namespace ctxscore {
+
+// Everything a launch passes to the kernel, by value.
+struct ScoreParams {
+  const std::uint16_t* q = nullptr;      // bf16 bits [T, H, 128]
+  const std::uint16_t* cache = nullptr;  // bf16 bits [P, 128, 128]
+  const std::int32_t* table = nullptr;   // [B, Wt]
+  const std::int32_t* lens = nullptr;    // [B]
+  float* out = nullptr;                  // [H, >=T, >=L]
+  std::int64_t q_token_stride = 0, q_head_stride = 0, table_stride = 0;
+  std::int64_t out_head_stride = 0, out_row_stride = 0, out_slot_stride = 0;
+  std::int64_t global = 0, local = 0, pages = 0;
+  std::int64_t heads = 0, query_len = 0, rank = 0, world = 1;
+  std::int64_t chunk = 1;   // CHUNK
+  std::int64_t tile_n = 16;  // N
+  float scale = 0.0f;        // SCALE
+};
+
+// Slots [first, last) that program (request, chunk_index) scores.
+CTXSCORE_HD inline SlotRange program_range(const ScoreParams& p, std::int64_t chunk_index, std::int64_t len) {
+  return program_slots(chunk_index, p.chunk, scan_slots(len, p.global, p.local, p.rank, p.world));
+}
+CTXSCORE_HD inline std::int64_t slot_block(const ScoreParams& p, std::int64_t slot) {
+  return block_of_slot(slot, p.rank, p.world);
+}
+// Element offset of the (clamped) page a slot of `request` reads: 64-bit.
+CTXSCORE_HD inline std::int64_t slot_page(const ScoreParams& p, std::int64_t request, std::int64_t slot) {
+  return clamp_page(p.table[request * p.table_stride + slot_block(p, slot)], p.pages);
+}
+CTXSCORE_HD inline std::int64_t page_offset(std::int64_t page) { return page * kPageElems; }
+// Tile rows past H·QL hold no query: they are masked, never stored.
+CTXSCORE_HD inline bool tile_row_active(const ScoreParams& p, std::int64_t n) { return n < p.heads * p.query_len; }
+CTXSCORE_HD inline std::int64_t tile_row_offset(const ScoreParams& p, std::int64_t request, std::int64_t n) {
+  const std::int64_t row = request * p.query_len + tile_token(n, p.heads);
+  return row * p.q_token_stride + tile_head(n, p.heads) * p.q_head_stride;
+}
+// Positions of the slot's block that tile row n may see: pos < limit.
+CTXSCORE_HD inline std::int64_t tile_row_limit(const ScoreParams& p, std::int64_t len, std::int64_t n,
+                                               std::int64_t block) {
+  return causal_cutoff(len, p.query_len, tile_token(n, p.heads)) - block * kBlockTokens;
+}
+CTXSCORE_HD inline std::int64_t out_offset(const ScoreParams& p, std::int64_t request, std::int64_t n,
+                                           std::int64_t slot) {
+  const std::int64_t row = request * p.query_len + tile_token(n, p.heads);
+  return tile_head(n, p.heads) * p.out_head_stride + row * p.out_row_stride + slot * p.out_slot_stride;
+}
+
+// The parameters of one launch: validated arguments, the geometry launched,
+// and `out` when it fits (a launcher scoring into a fresh buffer sets out and
+// its strides itself).
+inline ScoreParams make_score_params(const ScoreArgs& a, const Layout& l, const Geometry& g) {
+  ScoreParams p;
+  p.q = static_cast<const std::uint16_t*>(a.idx_q.data);
+  p.cache = static_cast<const std::uint16_t*>(a.index_cache.data);
+  p.table = static_cast<const std::int32_t*>(a.block_table.data);
+  p.lens = static_cast<const std::int32_t*>(a.seq_lens.data);
+  p.q_token_stride = a.idx_q.strides[0];
+  p.q_head_stride = a.idx_q.strides[1];
+  p.table_stride = a.block_table.strides[0];
+  p.global = g.global;
+  p.local = g.local;
+  p.pages = l.pages;
+  p.heads = l.heads;
+  p.query_len = a.max_query_len;
+  p.rank = a.rank;
+  p.world = a.world;
+  p.chunk = g.chunk;
+  p.tile_n = g.tile_n;
+  p.scale = scale_fp32(a.sm_scale);
+  if (out_fits(a, l)) {
+    p.out = static_cast<float*>(a.out->data);
+    p.out_head_stride = a.out->strides[0];
+    p.out_row_stride = a.out->strides[1];
+    p.out_slot_stride = a.out->strides[2];
+  }
+  return p;
+}
+
+}  // namespace ctxscore

@@ -1,0 +1,61 @@
+// The one place where platforms differ in name. The kernel and its launcher
+// are written against HIP; under nvcc (CTXSCORE_PLATFORM_CUDA) the HIP names
+// they use map onto CUDA. Only names the project uses appear here.
+#pragma once
+
+#if defined(CTXSCORE_PLATFORM_CUDA)
+#include <cuda_runtime.h>
+
+#define hipError_t cudaError_t
+#define hipSuccess cudaSuccess
+#define hipGetErrorString cudaGetErrorString
+#define hipGetLastError cudaGetLastError
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipGetDevice cudaGetDevice
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipMemcpy cudaMemcpy
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define hipMemsetAsync cudaMemsetAsync
+#define hipStream_t cudaStream_t
+#define hipStreamCreate cudaStreamCreate
+#define hipStreamDestroy cudaStreamDestroy
+#define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamCaptureStatus cudaStreamCaptureStatus
+#define hipStreamCaptureStatusNone cudaStreamCaptureStatusNone
+#define hipStreamIsCapturing cudaStreamIsCapturing
+#define hipStreamBeginCapture cudaStreamBeginCapture
+#define hipStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define hipStreamEndCapture cudaStreamEndCapture
+#define hipGraph_t cudaGraph_t
+#define hipGraphExec_t cudaGraphExec_t
+#define hipGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
+#define hipGraphLaunch cudaGraphLaunch
+#define hipGraphGetNodes cudaGraphGetNodes
+#define hipGraphDestroy cudaGraphDestroy
+#define hipGraphExecDestroy cudaGraphExecDestroy
+#define hipEvent_t cudaEvent_t
+#define hipEventCreate cudaEventCreate
+#define hipEventDestroy cudaEventDestroy
+#define hipEventRecord cudaEventRecord
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
+#define hipFuncSetAttribute cudaFuncSetAttribute
+#define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+
+// HIP's shuffle spans the whole wavefront; CUDA's names the member mask.
+#define __shfl_xor(var, lane_mask) __shfl_xor_sync(0xffffffffu, (var), (lane_mask))
+#define CTXSCORE_WAVE 32
+// Shared memory one block may use (after opting in above 48 KiB).
+#define CTXSCORE_SHARED_LIMIT_ATTR cudaDevAttrMaxSharedMemoryPerBlockOptin
+
+#else
+#include <hip/hip_runtime.h>
+#define CTXSCORE_WAVE 64  // gfx90a / gfx940 wavefront
+#define CTXSCORE_SHARED_LIMIT_ATTR hipDeviceAttributeMaxSharedMemoryPerBlock
+#endif

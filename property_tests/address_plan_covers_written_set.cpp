@@ -1,0 +1,100 @@
+// The kernel's address plan, walked on the CPU: every program of a launch,
+// every slot it scans, every active tile row. The set of out elements it
+// writes equals the reference's written set (each exactly once), and every
+// page, query and out address it forms stays inside its buffer. This is the
+// CI coverage of the kernel's index logic on a machine without a GPU.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <set>
+
+#include "address_plan.hpp"
+#include "generators.hpp"
+#include "scored_case.hpp"
+
+namespace ctxscore {
+namespace {
+
+struct Walk {
+  std::vector<int> writes;  // per out element: how many times the plan writes it
+  std::string problem;      // first address outside its buffer
+};
+
+Walk walk_launch(HostCase& host) {
+  const ScoreArgs args = host.args();
+  const Layout layout = validate(args);
+  const Geometry g = host.spec.geometry ? apply_override(layout.geometry, *host.spec.geometry) : layout.geometry;
+  const ScoreParams p = make_score_params(args, layout, g);
+  Walk w;
+  w.writes.assign(host.out.size(), 0);
+  const auto fail = [&w](const std::string& m) {
+    if (w.problem.empty()) w.problem = m;
+  };
+  const std::int64_t q_elems = static_cast<std::int64_t>(host.q.size());
+  for (std::int64_t i = 0; i < g.grid_x; ++i)
+    for (std::int64_t c = 0; c < g.grid_y; ++c) {
+      const SlotRange r = program_range(p, c, p.lens[i]);
+      if (r.empty()) continue;
+      if (r.first < 0 || r.last > p.local) fail("slot range outside [0, L)");
+      for (std::int64_t j = r.first; j < r.last; ++j) {
+        const std::int64_t page = slot_page(p, i, j);
+        if (page < 0 || page >= p.pages || page_offset(page) + kPageElems > p.pages * kPageElems)
+          fail("page " + std::to_string(page) + " outside the cache");
+        for (std::int64_t n = 0; n < p.tile_n; ++n) {
+          if (!tile_row_active(p, n)) continue;
+          const std::int64_t qo = tile_row_offset(p, i, n);
+          if (qo < 0 || qo + kHeadDim > q_elems) fail("query row outside idx_q");
+          const std::int64_t oo = out_offset(p, i, n, j);
+          if (oo < 0 || oo >= static_cast<std::int64_t>(w.writes.size())) {
+            fail("out offset " + std::to_string(oo) + " outside out");
+            continue;
+          }
+          ++w.writes[static_cast<std::size_t>(oo)];
+        }
+      }
+    }
+  return w;
+}
+
+RC_GTEST_PROP(AddressPlan, WritesExactlyTheReferenceWrittenSetOnce, ()) {
+  gen::CaseLimits lim;
+  lim.max_heads = 6;
+  lim.max_query_len = 5;
+  lim.max_world = 16;
+  lim.forced_geometry = true;
+  const Case c = *gen::genCase(lim);
+  gen::classify(c);
+  auto s = test::score_case(c);
+  const Walk w = walk_launch(s.host);
+  RC_ASSERT(w.problem == "");
+  const ScoresView o = s.host.out_layout();
+  std::vector<int> expected(w.writes.size(), 0);
+  for (std::int64_t h = 0; h < c.heads; ++h)
+    for (std::int64_t row = 0; row < c.tokens(); ++row)
+      for (std::int64_t j = 0; j < c.local(); ++j)
+        if (s.ref.is_written(row, j)) expected[static_cast<std::size_t>(o.offset(h, row, j))] = 1;
+  RC_ASSERT(w.writes == expected);
+}
+
+RC_GTEST_PROP(AddressPlan, ReadsTheReferencePageOfEverySlot, ()) {
+  const Case c = *gen::genCase({});
+  auto s = test::score_case(c);
+  const ScoreArgs args = s.host.args();
+  const Layout layout = validate(args);
+  const ScoreParams p = make_score_params(args, layout, layout.geometry);
+  for (std::int64_t i = 0; i < c.batch(); ++i)
+    for (std::int64_t j = 0; j < c.local(); ++j) {
+      const std::int64_t want = s.ref.page[static_cast<std::size_t>(i * c.local() + j)];
+      if (want >= 0) RC_ASSERT(slot_page(p, i, j) == want);
+    }
+}
+
+TEST(AddressPlan, PageOffsetsAre64Bit) {
+  const std::int64_t top = (std::int64_t{1} << 17) + 7;
+  EXPECT_EQ(page_offset(top), top * 16384);
+  EXPECT_GT(page_offset(top), std::int64_t{1} << 31);
+}
+
+}  // namespace
+}  // namespace ctxscore
