@@ -26,6 +26,7 @@ struct ScoreParams {
   std::int64_t chunk = 1;   // CHUNK
   std::int64_t tile_n = 16;  // N
   float scale = 0.0f;        // SCALE
+  bool q_rows_aligned = true;  // every query row starts 16-byte aligned
 };
 
 // Slots [first, last) that program (request, chunk_index) scores.
@@ -79,6 +80,8 @@ inline ScoreParams make_score_params(const ScoreArgs& a, const Layout& l, const 
   p.chunk = g.chunk;
   p.tile_n = g.tile_n;
   p.scale = scale_fp32(a.sm_scale);
+  p.q_rows_aligned = reinterpret_cast<std::uintptr_t>(p.q) % 16 == 0 && p.q_token_stride % 8 == 0 &&
+                     p.q_head_stride % 8 == 0;
   if (out_fits(a, l)) {
     p.out = static_cast<float*>(a.out->data);
     p.out_head_stride = a.out->strides[0];

@@ -50,12 +50,25 @@ __global__ __launch_bounds__(kThreads) void context_score_kernel(ScoreParams p) 
   float* partial = reinterpret_cast<float*>(smem + rows * kSmemRowWords);  // [kWaves][rows]
   const int tid = threadIdx.x, lane = tid % kWave, wave = tid / kWave;
 
-  // Stage the query tile; rows past H·QL are zero and never stored.
-  for (std::int64_t k = tid; k < rows * 16; k += kThreads) {
-    const std::int64_t n = k / 16, v = k % 16;
-    uint4 x = make_uint4(0, 0, 0, 0);
-    if (tile_row_active(p, n)) x = reinterpret_cast<const uint4*>(p.q + tile_row_offset(p, request, n))[v];
-    reinterpret_cast<uint4*>(q_tile + n * kSmemRowWords)[v] = x;
+  // Stage the query tile; rows past H·QL are zero and never stored. Free
+  // strides need not keep rows 16-byte aligned: such launches load by pairs.
+  if (p.q_rows_aligned) {
+    for (std::int64_t k = tid; k < rows * 16; k += kThreads) {
+      const std::int64_t n = k / 16, v = k % 16;
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (tile_row_active(p, n)) x = reinterpret_cast<const uint4*>(p.q + tile_row_offset(p, request, n))[v];
+      reinterpret_cast<uint4*>(q_tile + n * kSmemRowWords)[v] = x;
+    }
+  } else {
+    for (std::int64_t k = tid; k < rows * kRowWords; k += kThreads) {
+      const std::int64_t n = k / kRowWords, w = k % kRowWords;
+      std::uint32_t x = 0;
+      if (tile_row_active(p, n)) {
+        const std::uint16_t* src = p.q + tile_row_offset(p, request, n) + 2 * w;
+        x = static_cast<std::uint32_t>(src[0]) | (static_cast<std::uint32_t>(src[1]) << 16);
+      }
+      q_tile[n * kSmemRowWords + w] = x;
+    }
   }
 
   uint4 next[kTilesPerWave][4];

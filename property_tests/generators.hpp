@@ -158,8 +158,9 @@ inline rc::Gen<Case> genCase(const CaseLimits& lim) {
     c.table_row_stride = c.table_width + (lim.strided_layouts ? *rc::gen::inRange<std::int64_t>(0, 4) : 0);
     c.block_table = *genPageTable(batch, c.table_width, c.pages);
     if (lim.strided_layouts && *rc::gen::inRange(0, 2)) {
-      c.q_head_stride = kHeadDim + 8 * *rc::gen::inRange<std::int64_t>(0, 3);
-      c.q_token_stride = c.heads * c.q_head_stride + 8 * *rc::gen::inRange<std::int64_t>(0, 3);
+      // Mostly 16-byte multiples; sometimes odd, which rows of any alignment must survive.
+      c.q_head_stride = kHeadDim + *rc::gen::element<std::int64_t>(0, 8, 16, 1, 3);
+      c.q_token_stride = c.heads * c.q_head_stride + *rc::gen::element<std::int64_t>(0, 8, 5);
     }
     if (lim.strided_layouts && *rc::gen::inRange(0, 2)) genOutLayout(c);
     if (lim.forced_geometry && *rc::gen::inRange(0, 2)) c.geometry = *genGeometry(c.local());
