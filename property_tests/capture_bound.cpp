@@ -130,21 +130,26 @@ Case fixed_dummy() {
 
 TEST_F(Capture, BoundSizedFromTheDummyIsCaught) {
   // Negative control: the capture-bound bug must be reported as a mismatch.
-  const Case dummy = fixed_dummy();
-  HostCase host = materialize(dummy);
-  test::DeviceCase dev(host);
-  ScoreArgs wrong = dev.args;
-  wrong.max_seq_len = 1;  // sized from the dummy batch's own length
-  CapturedScore g;
-  capture(g, wrong, stream);
-  Case real = dummy;
-  real.seed = 99;
-  real.seq_lens = {5000, 20000, 128, 70000};
-  const CompareReport r = replay(g, dev, real, dummy.max_seq_len, stream);
-  ASSERT_FALSE(r.ok()) << "the harness missed the capture-bound bug";
-  ASSERT_TRUE(r.first);
-  EXPECT_EQ(r.first->kind, MismatchKind::outside_bound) << r.summary();  // a written slot still holds the sentinel
-  EXPECT_GE(r.first->at.slot, 1);
+  // With S = 1 rank 0 scores only slot 0 of each request, every other rank nothing.
+  for (std::int64_t rank : {0, 1}) {
+    Case dummy = fixed_dummy();
+    dummy.rank = rank;
+    HostCase host = materialize(dummy);
+    test::DeviceCase dev(host);
+    ScoreArgs wrong = dev.args;
+    wrong.max_seq_len = 1;  // sized from the dummy batch's own length
+    CapturedScore g;
+    capture(g, wrong, stream);
+    Case real = dummy;
+    real.seed = 99;
+    real.seq_lens = {5000, 20000, 128, 70000};
+    const CompareReport r = replay(g, dev, real, dummy.max_seq_len, stream);
+    ASSERT_FALSE(r.ok()) << "the harness missed the capture-bound bug, rank " << rank;
+    ASSERT_TRUE(r.first);
+    EXPECT_EQ(r.first->kind, MismatchKind::outside_bound) << r.summary();  // a written slot still holds the sentinel
+    EXPECT_EQ(r.first->at.slot, rank == 0 ? 1 : 0) << r.summary();
+    EXPECT_EQ(r.first->got, dummy.sentinel) << r.summary();
+  }
 }
 
 TEST_F(Capture, OutThatDoesNotFitIsAnErrorAndNothingIsCaptured) {

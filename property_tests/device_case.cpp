@@ -83,6 +83,30 @@ std::string KernelVerdict::str() const {
   return s.str();
 }
 
+KernelStats& kernel_stats() {
+  static KernelStats s;
+  return s;
+}
+
+std::string KernelStats::str() const {
+  std::ostringstream o;
+  o.precision(4);
+  o << "kernel comparisons: " << cases << " cases, " << written << " written elements (" << neg_inf
+    << " -inf), worst error/bound ratio " << worst_ratio;
+  if (!worst_case.empty()) o << " in " << worst_case;
+  return o.str();
+}
+
+void KernelStats::add(const Case& c, const CompareReport& r) {
+  ++cases;
+  written += r.written;
+  neg_inf += r.written_neg_inf;
+  if (r.worst_ratio > worst_ratio) {
+    worst_ratio = r.worst_ratio;
+    worst_case = c.str().substr(0, 160);
+  }
+}
+
 KernelVerdict check_kernel(const Case& c, hipStream_t stream) {
   HostCase host = materialize(c);
   const std::vector<float> before = host.out;
@@ -93,6 +117,7 @@ KernelVerdict check_kernel(const Case& c, hipStream_t stream) {
   const std::vector<float> after = dev.download_out();
   const ShardScores ref = score_shard(host.args());
   v.report = compare(ref, host.out_layout(), before.data(), after.data(), static_cast<std::int64_t>(after.size()));
+  kernel_stats().add(c, v.report);
   return v;
 }
 

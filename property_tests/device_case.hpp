@@ -50,6 +50,17 @@ struct KernelVerdict {
   std::string str() const;
 };
 
+// Totals over every check_kernel call of the process (reset per property by
+// the runner's stats hook).
+struct KernelStats {
+  std::int64_t cases = 0, written = 0, neg_inf = 0;
+  double worst_ratio = 0;
+  std::string worst_case;
+  void add(const Case& c, const CompareReport& r);
+  std::string str() const;
+};
+KernelStats& kernel_stats();
+
 // Materializes, launches (with the case's geometry override, if any), and
 // compares against the reference. The property suite's one oracle.
 KernelVerdict check_kernel(const Case& c, hipStream_t stream = nullptr);

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
+#include <string>
 #include <cstdint>
 #include <vector>
 
@@ -168,6 +170,13 @@ inline rc::Gen<Case> genCase(const CaseLimits& lim) {
   });
 }
 
+// How many cases of the current property touched each edge class; the
+// property runner prints and clears it after each property.
+inline std::map<std::string, std::int64_t>& class_counts() {
+  static std::map<std::string, std::int64_t> counts;
+  return counts;
+}
+
 // Edge classes a case touches, tagged so every run prints their frequencies.
 inline void classify(const Case& c) {
   const std::int64_t G = c.global(), L = c.local();
@@ -180,6 +189,24 @@ inline void classify(const Case& c) {
     empty_here = empty_here || (len > 0 && scan_slots(len, G, L, c.rank, c.world) == 0);
   }
   for (std::int32_t id : c.block_table) oob = oob || id < 0 || id >= c.pages;
+  const std::pair<bool, const char*> classes[] = {
+      {boundary, "length on a block boundary"},
+      {zero, "length 0"},
+      {empty_here, "request leaves this rank empty"},
+      {past_bound, "length past the bound"},
+      {oob, "out-of-range page id"},
+      {c.query_len > 1, "speculative decode (QL > 1)"},
+      {c.world == 1, "world 1"},
+      {c.world >= 16, "world 16"},
+      {c.geometry.has_value(), "forced chunking"},
+      {c.q_token_stride != c.heads * kHeadDim || c.q_head_stride != kHeadDim, "padded query strides"},
+      {c.q_head_stride % 8 != 0 || c.q_token_stride % 8 != 0, "query rows not 16-byte aligned"},
+      {c.out_rows > c.tokens() || c.out_slots > c.local() || c.out_slot_stride != 1, "larger strided out"},
+      {c.max_seq_len >= (1 << 16), "bound >= 2^16"},
+  };
+  ++class_counts()["(cases)"];
+  for (const auto& [hit, name] : classes)
+    if (hit) ++class_counts()[name];
   RC_CLASSIFY(boundary, "length on a block boundary");
   RC_CLASSIFY(zero, "length 0");
   RC_CLASSIFY(empty_here, "request leaves this rank empty");

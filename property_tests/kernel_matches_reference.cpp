@@ -1,6 +1,7 @@
 // The HIP kernel equals the reference within the contract's bound, over
 // random layouts, lengths, tables, ranks and chunkings (label gpu).
 #include <gtest/gtest.h>
+#include <iostream>
 #include <rapidcheck.h>
 
 #include "device_case.hpp"
@@ -16,6 +17,15 @@ class Kernel : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!test::gpu_present()) GTEST_SKIP() << test::gpu_absence_reason();
+    test::kernel_stats() = {};
+    test::set_stats_hook([] {
+      std::string line = test::kernel_stats().str();
+      test::kernel_stats() = {};
+      return line;
+    });
+  }
+  void TearDown() override {
+    if (test::kernel_stats().cases > 0) std::cout << test::kernel_stats().str() << std::endl;
   }
 };
 

@@ -1,5 +1,7 @@
 #include "property_runner.hpp"
 
+#include "generators.hpp"
+
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -23,6 +25,13 @@ FailureWriter& writer() {
 
 }  // namespace
 
+std::function<std::string()>& stats_hook() {
+  static std::function<std::string()> h;
+  return h;
+}
+std::string stats_line() { return stats_hook() ? stats_hook()() : ""; }
+void set_stats_hook(std::function<std::string()> h) { stats_hook() = std::move(h); }
+
 void note_failure(const Case& c, const std::string& verdict) { last_failure() = Failure{c, verdict}; }
 void set_failure_writer(FailureWriter w) { writer() = std::move(w); }
 
@@ -38,10 +47,18 @@ void run_property(int cases, const std::function<void()>& property) {
   const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), meta, params);
   std::ostringstream msg;
   rc::detail::printResultMessage(result, msg);
-  if (result.template is<rc::detail::SuccessResult>()) {
-    std::cout << msg.str() << std::endl;
-    return;
+  const auto success = result.template is<rc::detail::SuccessResult>();
+  auto& counts = gen::class_counts();
+  if (success) std::cout << "OK, passed " << params.maxSuccess << " cases (seed " << params.seed << ")\n";
+  if (const std::int64_t n = counts["(cases)"]; n > 0) {
+    std::cout << "edge classes over " << n << " generated cases:\n";
+    for (const auto& [name, k] : counts)
+      if (name != "(cases)") std::cout << "  " << name << ": " << k << " (" << 100.0 * k / n << "%)\n";
   }
+  counts.clear();
+  if (const auto& stats = stats_line(); !stats.empty()) std::cout << stats << "\n";
+  std::cout << std::flush;
+  if (success) return;
   msg << "\nseed: " << params.seed << " (replay: RC_PARAMS=\"seed=" << params.seed << "\")";
   if (const auto& f = last_failure()) {
     msg << "\nshrunk case: " << f->c.str() << "\nverdict: " << f->verdict;

@@ -23,6 +23,11 @@ void note_failure(const Case& c, const std::string& verdict);
 void run_property(int cases, const std::function<void()>& property);
 
 // Installed by the fixtures library: writes a failing case, returns its path.
+// A one-line summary printed after each property (the kernel suite reports
+// its comparisons: cases, elements, worst error/bound ratio); empty: none.
+void set_stats_hook(std::function<std::string()> hook);
+std::string stats_line();
+
 using FailureWriter = std::function<std::string(const Case&, const std::string& verdict)>;
 void set_failure_writer(FailureWriter writer);
 
