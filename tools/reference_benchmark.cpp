@@ -1,6 +1,7 @@
 // Speed of the CPU reference, in one run: its scoring rate at tile rows
 // N = 4, 16, 64; a naive triple-loop scorer of the same contract; and this
-// machine's fp64 FMA peak. Prints the two ratios last.
+// machine's fp64 FMA peak. Prints the two ratios last. The naive scorer
+// (score_shard_naive) is the plain-loop oracle the reference is fuzzed against.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -41,49 +42,10 @@ void BM_Reference(benchmark::State& state) {
       benchmark::Counter(flops_per_call(h.spec) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// The same contract, written as loops: exact sums, bound, max over the causal prefix.
-void naive_scores(const HostCase& h, std::vector<double>& exact, std::vector<double>& bound) {
-  const Case& c = h.spec;
-  const double scale = scale_fp32(c.sm_scale);
-  const std::int64_t L = c.local(), G = c.global();
-#pragma omp parallel for collapse(2) schedule(static)
-  for (std::int64_t i = 0; i < c.batch(); ++i)
-    for (std::int64_t j = 0; j < L; ++j) {
-      const std::int64_t len = c.seq_lens[static_cast<std::size_t>(i)];
-      if (j >= scan_slots(len, G, L, c.rank, c.world)) continue;
-      const std::int64_t b = block_of_slot(j, c.rank, c.world);
-      const std::int64_t p = clamp_page(c.block_table[static_cast<std::size_t>(i * c.table_width + b)], c.pages);
-      for (std::int64_t t = 0; t < c.query_len; ++t)
-        for (std::int64_t hd = 0; hd < c.heads; ++hd) {
-          const std::int64_t row = i * c.query_len + t;
-          double best = -INFINITY, mag = 0;
-          for (std::int64_t pos = 0; pos < 128; ++pos) {
-            double dot = 0, abs_dot = 0;
-            for (std::int64_t d = 0; d < 128; ++d) {
-              const double k = static_cast<float>(h.cache[static_cast<std::size_t>(p * kPageElems + pos * 128 + d)]);
-              const double q = static_cast<float>(h.q[static_cast<std::size_t>(row * c.q_token_stride + hd * c.q_head_stride + d)]);
-              dot += k * q;
-              abs_dot += std::fabs(k * q);
-            }
-            if (position_qualifies(b, pos, causal_cutoff(len, c.query_len, t))) {
-              best = std::fmax(best, scale * dot);
-              mag = std::fmax(mag, abs_dot);
-            }
-          }
-          exact[static_cast<std::size_t>((hd * c.tokens() + row) * L + j)] = best;
-          bound[static_cast<std::size_t>((hd * c.tokens() + row) * L + j)] = mag;
-        }
-    }
-}
-
 void BM_Naive(benchmark::State& state) {
   HostCase h = materialize(bench_case(state.range(0)));
-  std::vector<double> exact(static_cast<std::size_t>(h.spec.heads * h.spec.tokens() * h.spec.local()));
-  std::vector<double> bound(exact.size());
-  for (auto _ : state) {
-    naive_scores(h, exact, bound);
-    benchmark::DoNotOptimize(exact.data());
-  }
+  const ScoreArgs a = h.args();
+  for (auto _ : state) benchmark::DoNotOptimize(score_shard_naive(a));
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops_per_call(h.spec) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }

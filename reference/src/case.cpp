@@ -69,6 +69,22 @@ std::string Case::str() const {
 void showValue(const Case& c, std::ostream& os) { os << c.str(); }
 
 HostCase materialize(const Case& input) {
+  const Case c = input.resolved();
+  const std::int64_t q_dense = c.tokens() * c.heads * kHeadDim;
+  std::vector<bf16> q(static_cast<std::size_t>(q_dense));
+  for (std::int64_t e = 0; e < q_dense; ++e)
+    q[static_cast<std::size_t>(e)] =
+        Eigen::numext::bit_cast<bf16>(content_bits(c.seed, Stream::queries, static_cast<std::uint64_t>(e)));
+  std::vector<bf16> cache(static_cast<std::size_t>(c.pages * kPageElems));
+  const std::int64_t n = c.pages * kPageElems;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t e = 0; e < n; ++e)
+    cache[static_cast<std::size_t>(e)] =
+        Eigen::numext::bit_cast<bf16>(content_bits(c.seed, Stream::cache, static_cast<std::uint64_t>(e)));
+  return lay_out(c, q, std::move(cache));
+}
+
+HostCase lay_out(const Case& input, const std::vector<bf16>& q_dense, std::vector<bf16> cache) {
   HostCase hc;
   hc.spec = input.resolved();
   const Case& c = hc.spec;
@@ -79,17 +95,9 @@ HostCase materialize(const Case& input) {
               Eigen::numext::bit_cast<bf16>(std::uint16_t{0x7FC0}));
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t h = 0; h < H; ++h)
-      for (std::int64_t d = 0; d < kHeadDim; ++d)
-        hc.q[static_cast<std::size_t>(t * c.q_token_stride + h * c.q_head_stride + d)] =
-            Eigen::numext::bit_cast<bf16>(
-                content_bits(c.seed, Stream::queries, static_cast<std::uint64_t>((t * H + h) * kHeadDim + d)));
-
-  hc.cache.resize(static_cast<std::size_t>(c.pages * kPageElems));
-  const std::int64_t n = c.pages * kPageElems;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t e = 0; e < n; ++e)
-    hc.cache[static_cast<std::size_t>(e)] =
-        Eigen::numext::bit_cast<bf16>(content_bits(c.seed, Stream::cache, static_cast<std::uint64_t>(e)));
+      std::copy_n(q_dense.begin() + (t * H + h) * kHeadDim, kHeadDim,
+                  hc.q.begin() + t * c.q_token_stride + h * c.q_head_stride);
+  hc.cache = std::move(cache);
 
   hc.table.resize(static_cast<std::size_t>(std::max<std::int64_t>(B * c.table_row_stride, 1)));
   for (std::size_t e = 0; e < hc.table.size(); ++e)

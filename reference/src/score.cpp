@@ -72,6 +72,11 @@ struct Work {
 
 float stored_value(double exact) { return static_cast<float>(exact); }
 
+double tolerance_bound(float scale, double max_abs_sum, double exact) {
+  if (exact == kNegInf) return 0.0;
+  return std::fabs(static_cast<double>(scale)) * kSumErr * max_abs_sum + ulp_of(stored_value(exact));
+}
+
 ShardScores score_shard(const ScoreArgs& args) {
   const Layout layout = validate(args);
   const Geometry& g = layout.geometry;
@@ -164,7 +169,7 @@ ShardScores score_shard(const ScoreArgs& args) {
           }
           const std::size_t e = static_cast<std::size_t>(s.index(h, row, j));
           s.exact[e] = best;
-          s.bound[e] = best == kNegInf ? 0.0 : abs_scale * kSumErr * best_mag + ulp_of(stored_value(best));
+          s.bound[e] = tolerance_bound(s.scale, best_mag, best);
           if (out) out->at(h, row, j) = stored_value(best);
           s.written[static_cast<std::size_t>(row * L + j)] = 1;
         }

@@ -60,5 +60,8 @@ struct HostCase {
   ScoresView out_layout() const;       // offsets into `out`
 };
 HostCase materialize(const Case& c);
+// The same layout around given contents: dense queries [T, H, 128] and the
+// cache [P, 128, 128] (what a fixture stores).
+HostCase lay_out(const Case& c, const std::vector<bf16>& q_dense, std::vector<bf16> cache);
 
 }  // namespace ctxscore

@@ -42,4 +42,14 @@ ShardScores score_shard(const ScoreArgs& args);
 // The fp32 value the reference stores for an exact score.
 float stored_value(double exact);
 
+// The contract's bound on |kernel − exact| for one written element:
+// |SCALE|·128·2^-23·(max Σ|k·q| over the qualifying positions) plus one fp32
+// ulp of the stored result; 0 for −inf.
+double tolerance_bound(float scale, double max_abs_sum, double exact);
+
+// The same contract as score_shard, written as plain loops with no shared
+// scoring code: the oracle the reference itself is fuzzed against, and the
+// benchmark's baseline. Writes through args.out like score_shard.
+ShardScores score_shard_naive(const ScoreArgs& args);
+
 }  // namespace ctxscore
