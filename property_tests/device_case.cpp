@@ -107,14 +107,19 @@ void KernelStats::add(const Case& c, const CompareReport& r) {
   }
 }
 
+std::vector<float> run_kernel(HostCase& host, hipStream_t stream, LaunchResult* launch) {
+  DeviceCase dev(host);
+  LaunchResult r = indexer_context_scores(dev.args, stream, host.spec.geometry);
+  check(hipStreamSynchronize(stream), "kernel");
+  if (launch) *launch = std::move(r);
+  return dev.download_out();
+}
+
 KernelVerdict check_kernel(const Case& c, hipStream_t stream) {
   HostCase host = materialize(c);
   const std::vector<float> before = host.out;
-  DeviceCase dev(host);
   KernelVerdict v;
-  v.launch = indexer_context_scores(dev.args, stream, host.spec.geometry);
-  check(hipStreamSynchronize(stream), "kernel");
-  const std::vector<float> after = dev.download_out();
+  const std::vector<float> after = run_kernel(host, stream, &v.launch);
   const ShardScores ref = score_shard(host.args());
   v.report = compare(ref, host.out_layout(), before.data(), after.data(), static_cast<std::int64_t>(after.size()));
   kernel_stats().add(c, v.report);

@@ -61,6 +61,10 @@ struct KernelStats {
 };
 KernelStats& kernel_stats();
 
+// Uploads `host`, launches (with its geometry override, if any), and
+// returns the whole out allocation after the call: the `hip` backend.
+std::vector<float> run_kernel(HostCase& host, hipStream_t stream = nullptr, LaunchResult* launch = nullptr);
+
 // Materializes, launches (with the case's geometry override, if any), and
 // compares against the reference. The property suite's one oracle.
 KernelVerdict check_kernel(const Case& c, hipStream_t stream = nullptr);

@@ -35,6 +35,22 @@ struct CaseLimits {
   std::int64_t max_out_elems = std::int64_t{1} << 20;
 };
 
+// The GPU suite's (and `ctxscore fuzz --backend hip`'s) limits: the
+// issue's layout ranges, with a budget that keeps the reference in pace.
+inline CaseLimits gpu_case_limits() {
+  CaseLimits lim;
+  lim.max_batch = 64;
+  lim.max_heads = 16;
+  lim.max_query_len = 8;
+  lim.max_world = 16;
+  lim.max_bound = 1 << 20;
+  lim.max_pages = 64;
+  lim.forced_geometry = true;
+  lim.max_work = 1 << 15;
+  lim.max_out_elems = 1 << 22;
+  return lim;
+}
+
 // A capture-stable bound S: small, block-aligned, off by one, or large.
 inline rc::Gen<std::int64_t> genBound(const CaseLimits& lim) {
   const std::int64_t top = lim.max_bound;
@@ -168,6 +184,12 @@ inline rc::Gen<Case> genCase(const CaseLimits& lim) {
     if (lim.forced_geometry && *rc::gen::inRange(0, 2)) c.geometry = *genGeometry(c.local());
     return c.resolved();
   });
+}
+
+// One case drawn outside a property (the fuzz command): the same generator,
+// seeded, at RapidCheck's full size.
+inline Case sample_case(const CaseLimits& lim, std::uint64_t seed) {
+  return genCase(lim)(rc::Random(seed), 100).value();
 }
 
 // How many cases of the current property touched each edge class; the

@@ -29,20 +29,6 @@ class Kernel : public ::testing::Test {
   }
 };
 
-gen::CaseLimits gpu_limits() {
-  gen::CaseLimits lim;
-  lim.max_batch = 64;
-  lim.max_heads = 16;
-  lim.max_query_len = 8;
-  lim.max_world = 16;
-  lim.max_bound = 1 << 20;
-  lim.max_pages = 64;
-  lim.forced_geometry = true;
-  lim.max_work = 1 << 15;
-  lim.max_out_elems = 1 << 22;
-  return lim;
-}
-
 // Asserts the kernel matches, recording the case for the fixture on failure.
 void assert_matches(const Case& c) {
   const test::KernelVerdict v = check_kernel(c);
@@ -54,7 +40,7 @@ void assert_matches(const Case& c) {
 
 TEST_F(Kernel, MatchesReferenceOnRandomLayouts) {
   test::run_property(300, [] {
-    const Case c = *gen::genCase(gpu_limits());
+    const Case c = *gen::genCase(gen::gpu_case_limits());
     gen::classify(c);
     assert_matches(c);
   });
@@ -62,7 +48,7 @@ TEST_F(Kernel, MatchesReferenceOnRandomLayouts) {
 
 TEST_F(Kernel, MatchesReferenceUnderForcedChunkings) {
   test::run_property(200, [] {
-    Case c = *gen::genCase(gpu_limits());
+    Case c = *gen::genCase(gen::gpu_case_limits());
     c.geometry = *gen::genGeometry(c.local());
     RC_CLASSIFY(c.geometry->chunk == 1, "CHUNK = 1");
     RC_CLASSIFY(c.geometry->chunk >= c.local(), "CHUNK >= L");
@@ -73,7 +59,7 @@ TEST_F(Kernel, MatchesReferenceUnderForcedChunkings) {
 
 TEST_F(Kernel, MatchesReferenceOnTheM3Shapes) {
   test::run_property(100, [] {
-    gen::CaseLimits lim = gpu_limits();
+    gen::CaseLimits lim = gen::gpu_case_limits();
     lim.min_heads = lim.max_heads = 4;
     lim.min_world = lim.max_world = 4;
     lim.min_query_len = lim.max_query_len = *rc::gen::element<std::int64_t>(1, 4);

@@ -2,6 +2,11 @@
 
 #include "generators.hpp"
 
+#include <algorithm>
+#include <filesystem>
+
+#include "ctxscore/fixture.hpp"
+
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -18,9 +23,21 @@ std::optional<Failure>& last_failure() {
   static std::optional<Failure> f;
   return f;
 }
-FailureWriter& writer() {
-  static FailureWriter w;
-  return w;
+// The shrunk case as a replayable fixture, in $CTXSCORE_FAILURE_DIR
+// (default ./failures); returns the path, or why none was written.
+std::string write_failure(const Case& c, const std::string& test_id, std::uint64_t seed) {
+  const char* env = std::getenv("CTXSCORE_FAILURE_DIR");
+  const std::filesystem::path dir = env && *env ? env : "failures";
+  std::string name = test_id + "_seed" + std::to_string(seed) + ".safetensors";
+  std::replace(name.begin(), name.end(), '/', '_');
+  try {
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / name).string();
+    write_fixture(path, make_fixture(c));
+    return path + " (replay: ctxscore fixtures check " + path + " --backend hip)";
+  } catch (const std::exception& e) {
+    return std::string("not written: ") + e.what();
+  }
 }
 
 }  // namespace
@@ -33,7 +50,6 @@ std::string stats_line() { return stats_hook() ? stats_hook()() : ""; }
 void set_stats_hook(std::function<std::string()> h) { stats_hook() = std::move(h); }
 
 void note_failure(const Case& c, const std::string& verdict) { last_failure() = Failure{c, verdict}; }
-void set_failure_writer(FailureWriter w) { writer() = std::move(w); }
 
 void run_property(int cases, const std::function<void()>& property) {
   rc::detail::TestParams params = rc::detail::configuration().testParams;
@@ -62,7 +78,7 @@ void run_property(int cases, const std::function<void()>& property) {
   msg << "\nseed: " << params.seed << " (replay: RC_PARAMS=\"seed=" << params.seed << "\")";
   if (const auto& f = last_failure()) {
     msg << "\nshrunk case: " << f->c.str() << "\nverdict: " << f->verdict;
-    if (writer()) msg << "\nfixture: " << writer()(f->c, f->verdict);
+    msg << "\nfixture: " << write_failure(f->c, meta.id, params.seed);
   }
   ADD_FAILURE() << msg.str();
 }

@@ -19,16 +19,13 @@ void note_failure(const Case& c, const std::string& verdict);
 
 // Runs `property` for `cases` successes (scaled by CTXSCORE_CASE_SCALE when
 // set). On failure: the seed, the shrunk Case line and its verdict, and the
-// fixture path when a fixture writer is linked in.
+// path of the fixture written for the shrunk case ($CTXSCORE_FAILURE_DIR,
+// default ./failures).
 void run_property(int cases, const std::function<void()>& property);
 
-// Installed by the fixtures library: writes a failing case, returns its path.
 // A one-line summary printed after each property (the kernel suite reports
 // its comparisons: cases, elements, worst error/bound ratio); empty: none.
 void set_stats_hook(std::function<std::string()> hook);
 std::string stats_line();
-
-using FailureWriter = std::function<std::string(const Case&, const std::string& verdict)>;
-void set_failure_writer(FailureWriter writer);
 
 }  // namespace ctxscore::test
