@@ -9,6 +9,7 @@
 #include <map>
 
 #include "generators.hpp"
+#include "ctxscore/compare.hpp"
 #include "scored_case.hpp"
 
 namespace ctxscore {
@@ -203,6 +204,23 @@ RC_GTEST_PROP(Reference, WrittenValuesAreTheRoundedExactScores, ()) {
           RC_ASSERT(float_bits(stored(s, h, row, j)) == float_bits(stored_value(s.ref.exact[e])));
           RC_ASSERT(s.ref.bound[e] >= 0.0);
         }
+}
+
+// The GEMM reference against the plain-loop scorer (no shared scoring code):
+// same written set and pages, stored scores within the loops' bound.
+RC_GTEST_PROP(Reference, AgreesWithThePlainLoopScorer, ()) {
+  Case c = *gen::genCase(cpu_limits());
+  HostCase h = materialize(c);
+  const std::vector<float> before = h.out;
+  ScoreArgs no_out = h.args();
+  no_out.out.reset();
+  const ShardScores naive = score_shard_naive(no_out);
+  const ShardScores ref = score_shard(h.args());
+  RC_ASSERT(ref.written == naive.written);
+  RC_ASSERT(ref.page == naive.page);
+  const CompareReport r =
+      compare(naive, h.out_layout(), before.data(), h.out.data(), static_cast<std::int64_t>(h.out.size()));
+  RC_ASSERT(r.ok());
 }
 
 }  // namespace
