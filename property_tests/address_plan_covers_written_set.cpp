@@ -90,6 +90,38 @@ RC_GTEST_PROP(AddressPlan, ReadsTheReferencePageOfEverySlot, ()) {
     }
 }
 
+// Each active tile row n of a program reads the query of (token n / H,
+// head n % H), writes that pair's output element, and sees positions up to
+// the contract's causal cutoff (len − QL + t + 1, restated here from the
+// contract); the launch carries the contract's SCALE.
+RC_GTEST_PROP(AddressPlan, PairsEachQueryRowWithItsOutputAndCutoff, ()) {
+  gen::CaseLimits lim;
+  lim.max_heads = 6;
+  lim.max_query_len = 5;
+  const Case c = *gen::genCase(lim);
+  HostCase h = materialize(c);
+  const ScoreArgs args = h.args();
+  const Layout layout = validate(args);
+  const ScoreParams p = make_score_params(args, layout, layout.geometry);
+  RC_ASSERT(p.scale == scale_fp32(c.sm_scale));
+  const ScoresView o = h.out_layout();
+  const Case& r = h.spec;
+  for (std::int64_t i = 0; i < c.batch(); ++i) {
+    const std::int64_t len = c.seq_lens[static_cast<std::size_t>(i)];
+    for (std::int64_t n = 0; n < p.tile_n; ++n) {
+      RC_ASSERT(tile_row_active(p, n) == (n < c.heads * c.query_len));
+      if (n >= c.heads * c.query_len) continue;
+      const std::int64_t t = n / c.heads, head = n % c.heads, row = i * c.query_len + t;
+      RC_ASSERT(tile_row_offset(p, i, n) == row * r.q_token_stride + head * r.q_head_stride);
+      for (std::int64_t j = 0; j < c.local(); ++j) {
+        RC_ASSERT(out_offset(p, i, n, j) == o.offset(head, row, j));
+        const std::int64_t b = j * c.world + c.rank;
+        RC_ASSERT(tile_row_limit(p, len, n, b) == len - c.query_len + t + 1 - b * 128);
+      }
+    }
+  }
+}
+
 TEST(AddressPlan, PageOffsetsAre64Bit) {
   const std::int64_t top = (std::int64_t{1} << 17) + 7;
   EXPECT_EQ(page_offset(top), top * 16384);
