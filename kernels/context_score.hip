@@ -112,7 +112,7 @@ __global__ __launch_bounds__(kThreads) void context_score_kernel(ScoreParams p) 
       for (int r = 0; r < kAccRows; ++r) {
         float m = best[r];
 #pragma unroll
-        for (int mask = 1; mask < kRowPeerSpan; mask <<= 1) m = fmaxf(m, __shfl_xor(m, mask));
+        for (int mask = 1; mask < kRowPeerSpan; mask <<= 1) m = fmaxf(m, shfl_xor(m, mask));
         if (row_leader(lane)) partial[wave * rows + mt * 16 + acc_row(lane, acc_row_element(r))] = m;
       }
     }

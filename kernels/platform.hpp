@@ -48,8 +48,6 @@
 #define hipFuncSetAttribute cudaFuncSetAttribute
 #define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 
-// HIP's shuffle spans the whole wavefront; CUDA's names the member mask.
-#define __shfl_xor(var, lane_mask) __shfl_xor_sync(0xffffffffu, (var), (lane_mask))
 #define CTXSCORE_WAVE 32
 // Shared memory one block may use (after opting in above 48 KiB).
 #define CTXSCORE_SHARED_LIMIT_ATTR cudaDevAttrMaxSharedMemoryPerBlockOptin
@@ -58,4 +56,18 @@
 #include <hip/hip_runtime.h>
 #define CTXSCORE_WAVE 64  // gfx90a / gfx940 wavefront
 #define CTXSCORE_SHARED_LIMIT_ATTR hipDeviceAttributeMaxSharedMemoryPerBlock
+#endif
+
+#if defined(__CUDACC__) || defined(__HIPCC__)  // device code; host-only includers skip it
+namespace ctxscore {
+// A butterfly shuffle over the whole wave. A function, not a macro named
+// __shfl_xor: CUDA's own headers declare overloads of that name.
+__device__ inline float shfl_xor(float var, int lane_mask) {
+#if defined(CTXSCORE_PLATFORM_CUDA)
+  return __shfl_xor_sync(0xffffffffu, var, lane_mask);  // CUDA names the member lanes
+#else
+  return __shfl_xor(var, lane_mask);
+#endif
+}
+}  // namespace ctxscore
 #endif
