@@ -1,9 +1,8 @@
 // The score kernel and its launcher. One program per (request, chunk): it
 // keeps its query tile resident in shared memory and streams one 32 KiB
-// cache page per slot straight into registers, in the matrix units' operand
-// layout, with the next page's loads in flight while the current one is
-// scored. Addressing goes through address_plan.hpp; the matrix step through
-// matrix_tile.hpp.
+// cache page per slot, with the next pages' loads in flight while the
+// current one is scored. Addressing goes through address_plan.hpp, page
+// streaming through page_stream.hpp, the matrix step through matrix_tile.hpp.
 #include <cmath>
 #include <stdexcept>
 #include <utility>
@@ -11,6 +10,7 @@
 #include "address_plan.hpp"
 #include "context_score.hpp"
 #include "matrix_tile.hpp"
+#include "page_stream.hpp"
 
 namespace ctxscore {
 
@@ -22,33 +22,33 @@ using namespace tile;
 CTXSCORE_HD inline std::int64_t staged_rows(std::int64_t heads, std::int64_t query_len) {
   return ceil_div(heads * query_len, 16) * 16;
 }
+// Dynamic shared memory: the page ring (NVIDIA), then the query tile and
+// each wave's partial maxima.
 std::size_t shared_bytes(std::int64_t rows) {
-  return static_cast<std::size_t>(rows) * (kSmemRowWords * 4 + kWaves * 4);
+  return kRingBytes + static_cast<std::size_t>(rows) * (kSmemRowWords * 4 + kWaves * 4);
 }
 
-// Loads this lane's share of one page: for each of its n-tiles, 64 bytes of
-// one position row. Four 16-byte loads per n-tile, coalesced per wave.
-__device__ inline void load_page(uint4 (&dst)[kTilesPerWave][4], const std::uint16_t* page, int wave, int lane) {
-#pragma unroll
-  for (int t = 0; t < kTilesPerWave; ++t) {
-    const int pos = (wave * kTilesPerWave + t) * kTilePositions + lane_position(lane);
-    const uint4* src = reinterpret_cast<const uint4*>(page + pos * 128 + 32 * lane_chunk(lane));
-#pragma unroll
-    for (int v = 0; v < 4; ++v) dst[t][v] = src[v];
-  }
-}
+#if defined(CTXSCORE_PLATFORM_CUDA)
+#define CTXSCORE_PROGRAMS_PER_SM 2  // two programs' page rings fill one SM's shared memory
+#else
+#define CTXSCORE_PROGRAMS_PER_SM 1
+#endif
 
-__global__ __launch_bounds__(kThreads) void context_score_kernel(ScoreParams p) {
+__global__ __launch_bounds__(kThreads, CTXSCORE_PROGRAMS_PER_SM) void context_score_kernel(ScoreParams p) {
   const std::int64_t request = blockIdx.x;
   const std::int64_t len = p.lens[request];
   const SlotRange range = program_range(p, blockIdx.y, len);
   if (range.empty()) return;
 
-  extern __shared__ std::uint32_t smem[];
+  extern __shared__ uint4 smem[];
   const std::int64_t rows = staged_rows(p.heads, p.query_len);
-  std::uint32_t* q_tile = smem;                                          // [rows][kSmemRowWords]
-  float* partial = reinterpret_cast<float*>(smem + rows * kSmemRowWords);  // [kWaves][rows]
+  uint4* ring = smem;
+  std::uint32_t* q_tile = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(smem) + kRingBytes);  // [rows][kSmemRowWords]
+  float* partial = reinterpret_cast<float*>(q_tile + rows * kSmemRowWords);  // [kWaves][rows]
   const int tid = threadIdx.x, lane = tid % kWave, wave = tid / kWave;
+
+  PageStream pages(ring, p, request, range);
+  pages.begin();  // the first pages' loads fly while the query tile is staged
 
   // Stage the query tile; rows past H·QL are zero and never stored. Free
   // strides need not keep rows 16-byte aligned: such launches load by pairs.
@@ -71,22 +71,9 @@ __global__ __launch_bounds__(kThreads) void context_score_kernel(ScoreParams p) 
     }
   }
 
-  uint4 next[kTilesPerWave][4];
-  load_page(next, p.cache + page_offset(slot_page(p, request, range.first)), wave, lane);
-  __syncthreads();
-
   const std::int64_t m_tiles = rows / 16;
   for (std::int64_t j = range.first; j < range.last; ++j) {
-    uint4 cur[kTilesPerWave][4];
-#pragma unroll
-    for (int t = 0; t < kTilesPerWave; ++t)
-#pragma unroll
-      for (int v = 0; v < 4; ++v) cur[t][v] = next[t][v];
-    // Issue the next page's loads before scoring this one; the last
-    // iteration reloads its own page instead of branching.
-    const std::int64_t j_next = j + 1 < range.last ? j + 1 : j;
-    load_page(next, p.cache + page_offset(slot_page(p, request, j_next)), wave, lane);
-
+    pages.advance(j);  // a barrier: the query tile and page j are visible to all
     const std::int64_t block = slot_block(p, j);
     for (std::int64_t mt = 0; mt < m_tiles; ++mt) {
       const QueryFrag a = load_query_frag(q_tile, static_cast<int>(mt), lane);
@@ -95,10 +82,12 @@ __global__ __launch_bounds__(kThreads) void context_score_kernel(ScoreParams p) 
       for (int r = 0; r < kAccRows; ++r) best[r] = -INFINITY;
 #pragma unroll
       for (int t = 0; t < kTilesPerWave; ++t) {
+        uint4 b[4];
+        pages.fragment(j, t, wave, lane, b);
         Accum acc;
 #pragma unroll
         for (int e = 0; e < kAccElems; ++e) acc.v[e] = 0.0f;
-        mma_page(acc, a, cur[t]);
+        mma_page(acc, a, b);
         const int tile_pos = (wave * kTilesPerWave + t) * kTilePositions;
 #pragma unroll
         for (int e = 0; e < kAccElems; ++e) {
@@ -123,7 +112,6 @@ __global__ __launch_bounds__(kThreads) void context_score_kernel(ScoreParams p) 
       for (int w = 1; w < kWaves; ++w) m = fmaxf(m, partial[w * rows + n]);
       p.out[out_offset(p, request, n, j)] = m;
     }
-    __syncthreads();
   }
 }
 
@@ -150,7 +138,9 @@ std::int64_t max_tile_rows() {
   int device = 0, limit = 0;
   check_hip(hipGetDevice(&device), "hipGetDevice");
   check_hip(hipDeviceGetAttribute(&limit, CTXSCORE_SHARED_LIMIT_ATTR, device), "hipDeviceGetAttribute(shared memory)");
-  return static_cast<std::int64_t>(static_cast<std::size_t>(limit) / shared_bytes(1)) / 16 * 16;
+  const std::size_t fixed = shared_bytes(0), per_row = shared_bytes(1) - fixed;
+  if (static_cast<std::size_t>(limit) < fixed) return 0;
+  return static_cast<std::int64_t>((static_cast<std::size_t>(limit) - fixed) / per_row) / 16 * 16;
 }
 
 LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
