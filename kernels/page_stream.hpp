@@ -4,8 +4,7 @@
 //
 // NVIDIA (sm_90): asynchronous copies (cp.async, 16 B each) into a ring of
 // kStages pages in shared memory, so kStages − 1 pages are on their way
-// while one is scored; two programs fit one SM, six pages in flight, and
-// the kL2Ahead pages after the ring are prefetched into L2.
+// while one is scored; two programs fit one SM, six pages in flight.
 // AMD (gfx90a / gfx940): 64 KiB of LDS holds no ring of 32 KiB pages, so
 // each lane keeps its share of the next page in registers, one page ahead.
 //
@@ -38,9 +37,6 @@ __device__ inline int fragment_position(int wave, int t, int lane) {
 inline constexpr int kStages = 3;
 inline constexpr int kPageChunks = 2048;  // 16-byte chunks per 32 KiB page
 inline constexpr std::size_t kRingBytes = static_cast<std::size_t>(kStages) * kPageChunks * 16;
-// Pages beyond the ring asked into L2 ahead of their copy: a hint costing no
-// shared memory, so a program's later pages are in flight from its start.
-inline constexpr int kL2Ahead = 4;
 
 // Chunk k of position row `pos` lives at k ^ swizzle: the eight lanes of a
 // 16-byte shared load (two rows, chunks c, c+4, c+8, c+12) then hit eight
@@ -52,10 +48,6 @@ __device__ inline void copy_async_16(uint4* dst, const uint4* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(addr), "l"(src) : "memory");
 }
 
-__device__ inline void prefetch_l2(const std::uint16_t* page) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(page), "r"(kPageChunks * 16) : "memory");
-}
-
 class PageStream {
  public:
   __device__ PageStream(uint4* ring, const ScoreParams& p, std::int64_t request, SlotRange range)
@@ -64,14 +56,12 @@ class PageStream {
   __device__ void begin() {
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) issue(range_.first + s);
-    if (threadIdx.x < kL2Ahead) hint(range_.first + kStages - 1 + threadIdx.x);
   }
 
   __device__ void advance(std::int64_t j) {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2) : "memory");  // this thread's part of page j
     __syncthreads();  // every thread's part; iteration j − 1 done with its buffer
     issue(j + kStages - 1);
-    if (threadIdx.x == 0) hint(j + kStages - 1 + kL2Ahead);
   }
 
   __device__ void fragment(std::int64_t j, int t, int wave, int lane, uint4 (&b)[4]) const {
@@ -97,10 +87,6 @@ class PageStream {
       }
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
-  }
-
-  __device__ void hint(std::int64_t j) const {
-    if (j < range_.last) prefetch_l2(slot_page_data(p_, request_, j));
   }
 
   uint4* ring_;
