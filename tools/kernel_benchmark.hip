@@ -11,13 +11,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "context_score.hpp"
+#include "device_case.hpp"
 #include "ctxscore/case.hpp"
 #include "ctxscore/compare.hpp"
 #include "ctxscore/score.hpp"
@@ -26,9 +26,8 @@
 namespace ctxscore {
 namespace {
 
-void check(hipError_t e, const char* what) {
-  if (e != hipSuccess) throw std::runtime_error(std::string(what) + ": " + hipGetErrorString(e));
-}
+using test::check;
+using test::DeviceBuffer;
 
 // Random bf16 bits in the contract's numeric range, never zero-filled.
 __global__ void fill_bf16(std::uint16_t* p, std::int64_t n, std::uint64_t seed) {
@@ -46,14 +45,6 @@ __global__ void fill_f32(float* p, std::int64_t n, float v) {
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     p[e] = v;
 }
-
-struct Buffer {
-  void* p = nullptr;
-  explicit Buffer(std::size_t bytes) { check(hipMalloc(&p, std::max<std::size_t>(bytes, 4)), "hipMalloc"); }
-  ~Buffer() { (void)hipFree(p); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-};
 
 double median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
@@ -83,10 +74,10 @@ double time_us(hipStream_t s, int warm, int n, F&& launch) {
 
 double copy_bandwidth(hipStream_t s) {
   const std::size_t bytes = std::size_t{1} << 31;
-  Buffer x(bytes), y(bytes);
-  fill_bf16<<<1024, 256, 0, s>>>(static_cast<std::uint16_t*>(x.p), bytes / 2, 1);
+  DeviceBuffer x(bytes), y(bytes);
+  fill_bf16<<<1024, 256, 0, s>>>(static_cast<std::uint16_t*>(x.get()), bytes / 2, 1);
   const double us = time_us(s, 3, 20, [&](int) {
-    check(hipMemcpyAsync(y.p, x.p, bytes, hipMemcpyDeviceToDevice, s), "copy");
+    check(hipMemcpyAsync(y.get(), x.get(), bytes, hipMemcpyDeviceToDevice, s), "copy");
   });
   return 2.0 * bytes / (us * 1e-6);  // read + write
 }
@@ -161,9 +152,9 @@ Row measure(const Shape& sh, double copy_bps, hipStream_t s, int replays) {
   // Distinct input sets: 512 MiB of them, or 64 (always several times the 50 MiB L2).
   const int sets = static_cast<int>(std::clamp<double>(std::ceil(512.0 * (1 << 20) / bytes), 2, 64));
   const std::int64_t pages_per_set = B * L;
-  Buffer cache(static_cast<std::size_t>(sets * pages_per_set) * kPageElems * 2);
-  fill_bf16<<<4096, 256, 0, s>>>(static_cast<std::uint16_t*>(cache.p), sets * pages_per_set * kPageElems, 7);
-  std::vector<std::unique_ptr<Buffer>> qs, tables, lens, outs;
+  DeviceBuffer cache(static_cast<std::size_t>(sets * pages_per_set) * kPageElems * 2);
+  fill_bf16<<<4096, 256, 0, s>>>(static_cast<std::uint16_t*>(cache.get()), sets * pages_per_set * kPageElems, 7);
+  std::vector<DeviceBuffer> qs, tables, lens, outs;
   std::vector<std::uint16_t> q0;
   std::vector<std::int32_t> table0;
   const float sentinel = -12345.0f;
@@ -174,14 +165,14 @@ Row measure(const Shape& sh, double copy_bps, hipStream_t s, int replays) {
     for (std::int64_t i = 0; i < B; ++i)
       for (std::int64_t b = 0; b < G; ++b)  // the shard's blocks get distinct pages; others point anywhere
         table[static_cast<std::size_t>(i * G + b)] = static_cast<std::int32_t>(k * pages_per_set + i * L + std::min(b / sh.world, L - 1));
-    qs.push_back(std::make_unique<Buffer>(q.size() * 2));
-    tables.push_back(std::make_unique<Buffer>(table.size() * 4));
-    lens.push_back(std::make_unique<Buffer>(len.size() * 4));
-    outs.push_back(std::make_unique<Buffer>(static_cast<std::size_t>(H * T * L) * 4));
-    check(hipMemcpy(qs.back()->p, q.data(), q.size() * 2, hipMemcpyHostToDevice), "q");
-    check(hipMemcpy(tables.back()->p, table.data(), table.size() * 4, hipMemcpyHostToDevice), "table");
-    check(hipMemcpy(lens.back()->p, len.data(), len.size() * 4, hipMemcpyHostToDevice), "lens");
-    fill_f32<<<1024, 256, 0, s>>>(static_cast<float*>(outs.back()->p), H * T * L, sentinel);
+    qs.emplace_back(q.size() * 2);
+    tables.emplace_back(table.size() * 4);
+    lens.emplace_back(len.size() * 4);
+    outs.emplace_back(static_cast<std::size_t>(H * T * L) * 4);
+    check(hipMemcpy(qs.back().get(), q.data(), q.size() * 2, hipMemcpyHostToDevice), "q");
+    check(hipMemcpy(tables.back().get(), table.data(), table.size() * 4, hipMemcpyHostToDevice), "table");
+    check(hipMemcpy(lens.back().get(), len.data(), len.size() * 4, hipMemcpyHostToDevice), "lens");
+    fill_f32<<<1024, 256, 0, s>>>(static_cast<float*>(outs.back().get()), H * T * L, sentinel);
     if (k == 0) {
       q0 = q;
       table0 = table;
@@ -197,16 +188,16 @@ Row measure(const Shape& sh, double copy_bps, hipStream_t s, int replays) {
   std::vector<ScoreArgs> args;
   for (int k = 0; k < sets; ++k) {
     ScoreArgs a;
-    a.idx_q = make_tensor(qs[k]->p, DType::bf16, gpu, {T, H, kHeadDim});
-    a.index_cache = make_tensor(cache.p, DType::bf16, gpu, {sets * pages_per_set, kBlockTokens, kHeadDim});
-    a.block_table = make_tensor(tables[k]->p, DType::i32, gpu, {B, G});
-    a.seq_lens = make_tensor(lens[k]->p, DType::i32, gpu, {B});
+    a.idx_q = make_tensor(qs[k].get(), DType::bf16, gpu, {T, H, kHeadDim});
+    a.index_cache = make_tensor(cache.get(), DType::bf16, gpu, {sets * pages_per_set, kBlockTokens, kHeadDim});
+    a.block_table = make_tensor(tables[k].get(), DType::i32, gpu, {B, G});
+    a.seq_lens = make_tensor(lens[k].get(), DType::i32, gpu, {B});
     a.max_seq_len = sh.context;
     a.rank = sh.rank;
     a.world = sh.world;
     a.max_query_len = QL;
     a.sm_scale = 0.08838834764831845;
-    a.out = make_tensor(outs[k]->p, DType::f32, gpu, {H, T, L});
+    a.out = make_tensor(outs[k].get(), DType::f32, gpu, {H, T, L});
     args.push_back(a);
   }
   Geometry launched;
@@ -221,7 +212,7 @@ Row measure(const Shape& sh, double copy_bps, hipStream_t s, int replays) {
   check(hipStreamSynchronize(s), "replays");
   (void)hipGraphExecDestroy(exec);
   Row r{sh, us, bytes, bytes / (us * 1e-6) * 1e-9, bytes / (us * 1e-6) / copy_bps, launched.grid_y, launched.chunk, ""};
-  r.check = spot_check(sh, prod, q0, static_cast<const std::uint16_t*>(cache.p), table0, static_cast<const float*>(outs[0]->p), sentinel);
+  r.check = spot_check(sh, prod, q0, static_cast<const std::uint16_t*>(cache.get()), table0, static_cast<const float*>(outs[0].get()), sentinel);
   return r;
 }
 
