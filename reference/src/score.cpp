@@ -11,7 +11,7 @@ namespace ctxscore {
 
 namespace {
 
-using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ColumnMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // 128 fp32 additions, each erring by at most 2^-23 relative.
 constexpr double kSumErr = 128.0 / 8388608.0;
@@ -40,13 +40,13 @@ double bits_to_double(std::uint32_t bf16_bits) {
   return f;
 }
 
-// Widens one page to fp64 K and |K| (exact) in a loop the compiler
-// vectorises, noting non-finite values and the smallest nonzero magnitude.
+// Widens one page to fp64 K (exact) in a loop the compiler vectorises,
+// noting non-finite values and the smallest nonzero magnitude.
 struct PageScan {
   bool finite;
   double min_nonzero;
 };
-PageScan widen_page(const bf16* src, double* k, double* k_abs) {
+PageScan widen_page(const bf16* src, double* k) {
   std::uint32_t bad = 0, min_bits = 0x7fffu;
   for (std::int64_t e = 0; e < kPageElems; ++e) {
     const std::uint32_t b = src[e].value;
@@ -54,19 +54,56 @@ PageScan widen_page(const bf16* src, double* k, double* k_abs) {
     bad |= static_cast<std::uint32_t>((a & 0x7f80u) == 0x7f80u);
     min_bits = std::min(min_bits, a == 0 ? 0x7fffu : a);
     k[e] = bits_to_double(b);
-    k_abs[e] = bits_to_double(a);
   }
   return {bad == 0, min_bits == 0x7fffu ? std::numeric_limits<double>::infinity() : bits_to_double(min_bits)};
 }
 
-// Up to this many slots of one request form one work item: their pages
-// stacked make one (slots·128)×128 by 128×N product, large enough for
-// Eigen's GEMM to run near the FMA peak.
-constexpr std::int64_t kSlotsPerItem = 2;
+// One page's two products with a request's query rows, Σ_d k·q and
+// Σ_d |k|·|q| for every (position, row), as Eigen fixed-size outer products
+// accumulated over the 128 dims: a block of Rows rows × Positions positions
+// of both sums stays in registers from the first dim to the last. Eigen's
+// general product would re-pack the 128 × 128 page for a handful of rows on
+// every call; here the page is read in place. Every sum runs over d = 0..127
+// in order, whichever block holds it, so results do not depend on blocking.
+//   qt, qt_abs: column d holds dim d of the rows, `rows` of them (padded)
+//   k: the widened page, position-major; dots, mags: [position][rows]
+template <int Rows, int Positions>
+void page_products(const double* qt, const double* qt_abs, std::int64_t rows, const double* k, double* dots,
+                   double* mags) {
+  using Block = Eigen::Matrix<double, Rows, Positions>;
+  using Column = Eigen::Matrix<double, Rows, 1>;
+  using KeyRow = Eigen::Matrix<double, 1, Positions>;
+  using Out = Eigen::Map<Block, Eigen::Unaligned, Eigen::OuterStride<>>;
+  static_assert(kBlockTokens >= Positions, "one block of positions fits a page");
+  for (std::int64_t r0 = 0; r0 < rows; r0 += Rows)
+    for (std::int64_t p = 0; p < kBlockTokens; p += Positions) {
+      // The last block overlaps the one before it rather than running short.
+      const std::int64_t p0 = std::min<std::int64_t>(p, kBlockTokens - Positions);
+      Block dot = Block::Zero(), mag = Block::Zero();
+      for (std::int64_t d = 0; d < kHeadDim; ++d) {
+        const Eigen::Map<const Column> q(qt + d * rows + r0), q_abs(qt_abs + d * rows + r0);
+        const KeyRow key = Eigen::Map<const KeyRow, Eigen::Unaligned, Eigen::InnerStride<kHeadDim>>(k + p0 * kHeadDim + d);
+        dot.noalias() += q * key;
+        mag.noalias() += q_abs * key.cwiseAbs();
+      }
+      Out(dots + p0 * rows + r0, Rows, Positions, Eigen::OuterStride<>(rows)) = dot;
+      Out(mags + p0 * rows + r0, Rows, Positions, Eigen::OuterStride<>(rows)) = mag;
+    }
+}
 
-struct Work {
-  std::int64_t request, first_slot, slots;
-};
+// Rows of a request's query block as the products consume them: a multiple
+// of the row block (8 rows fill one 512-bit vector of fp64).
+std::int64_t padded_rows(std::int64_t r) { return r <= 8 ? 8 : ceil_div(r, 16) * 16; }
+
+void request_products(const double* qt, const double* qt_abs, std::int64_t rows, const double* k, double* dots,
+                      double* mags) {
+  // Block shapes keep both sums' accumulators plus their operands within
+  // 32 vector registers.
+  if (rows == 8)
+    page_products<8, 12>(qt, qt_abs, rows, k, dots, mags);
+  else
+    page_products<16, 6>(qt, qt_abs, rows, k, dots, mags);
+}
 
 }  // namespace
 
@@ -101,8 +138,10 @@ ShardScores score_shard(const ScoreArgs& args) {
   s.page.assign(static_cast<std::size_t>(B * L), -1);
   if (!std::isfinite(s.scale)) s.out_of_contract = "SCALE = fp32(sm_scale * log2e) is not finite";
 
-  // Queries as fp64 tile rows n = t·H + h, per request; bf16 → fp64 is exact.
-  RowMatrix q(T * H, kHeadDim);
+  // Queries as fp64, per request transposed: column (i, d) holds dim d of
+  // request i's tile rows n = t·H + h, padded with zero rows to NR.
+  const std::int64_t NR = padded_rows(R);
+  ColumnMatrix qt = ColumnMatrix::Zero(NR, B * kHeadDim);
   double q_min = std::numeric_limits<double>::infinity();
   for (std::int64_t row = 0; row < T; ++row)
     for (std::int64_t h = 0; h < H; ++h) {
@@ -112,15 +151,18 @@ ShardScores score_shard(const ScoreArgs& args) {
         m << "idx_q holds a non-finite value at token " << row << " head " << h;
         s.out_of_contract = m.str();
       }
-      for (std::int64_t d = 0; d < kHeadDim; ++d) q(row * H + h, d) = static_cast<float>(src[d]);
+      const std::int64_t i = row / QL, n = (row % QL) * H + h;
+      for (std::int64_t d = 0; d < kHeadDim; ++d) qt(n, i * kHeadDim + d) = static_cast<float>(src[d]);
     }
-  const RowMatrix q_abs = q.cwiseAbs();
+  const ColumnMatrix qt_abs = qt.cwiseAbs();
 
+  struct Work {
+    std::int64_t request, slot;
+  };
   std::vector<Work> work;
   for (std::int64_t i = 0; i < B; ++i) {
     const std::int64_t scan = scan_slots(in.lens.at(i), g.global, L, args.rank, args.world);
-    for (std::int64_t j = 0; j < scan; j += kSlotsPerItem)
-      work.push_back({i, j, std::min(kSlotsPerItem, scan - j)});
+    for (std::int64_t j = 0; j < scan; ++j) work.push_back({i, j});
   }
 
   std::string page_problem;
@@ -130,58 +172,52 @@ ShardScores score_shard(const ScoreArgs& args) {
       args.out ? std::optional<ScoresView>(scores_view_of(*args.out)) : std::nullopt;
 #pragma omp parallel
   {
-    RowMatrix k(kSlotsPerItem * kBlockTokens, kHeadDim), k_abs(kSlotsPerItem * kBlockTokens, kHeadDim);
-    RowMatrix dots(R, kSlotsPerItem * kBlockTokens), mags(R, kSlotsPerItem * kBlockTokens);
-#pragma omp for schedule(dynamic, 1)
+    std::vector<double> k(kPageElems), dots(kBlockTokens * NR), mags(kBlockTokens * NR);
+    std::vector<double> best(R), best_mag(R), largest(R);
+    std::vector<std::int64_t> prefix(R);
+#pragma omp for schedule(dynamic, 4)
     for (std::size_t w = 0; w < work.size(); ++w) {
-      const std::int64_t i = work[w].request, len = in.lens.at(i);
-      const std::int64_t rows = work[w].slots * kBlockTokens;
-      bool finite = true;
-      double k_min = std::numeric_limits<double>::infinity();
-      for (std::int64_t c = 0; c < work[w].slots; ++c) {
-        const std::int64_t j = work[w].first_slot + c;
-        const std::int64_t p = clamp_page(in.table.at(i, block_of_slot(j, args.rank, args.world)), layout.pages);
-        const PageScan scan = widen_page(in.cache.page(p), k.row(c * kBlockTokens).data(),
-                                         k_abs.row(c * kBlockTokens).data());
-        finite = finite && scan.finite;
-        k_min = std::fmin(k_min, scan.min_nonzero);
-        s.page[static_cast<std::size_t>(i * L + j)] = p;
+      const std::int64_t i = work[w].request, j = work[w].slot, len = in.lens.at(i);
+      const std::int64_t b = block_of_slot(j, args.rank, args.world);
+      const std::int64_t p = clamp_page(in.table.at(i, b), layout.pages);
+      const PageScan page = widen_page(in.cache.page(p), k.data());
+      s.page[static_cast<std::size_t>(i * L + j)] = p;
+      request_products(qt.col(i * kHeadDim).data(), qt_abs.col(i * kHeadDim).data(), NR, k.data(), dots.data(),
+                       mags.data());
+      // Row n sees the first prefix[n] positions of the block.
+      for (std::int64_t n = 0; n < R; ++n) {
+        prefix[n] = std::clamp<std::int64_t>(causal_cutoff(len, QL, tile_token(n, H)) - b * kBlockTokens, 0,
+                                             kBlockTokens);
+        best[n] = kNegInf;
+        best_mag[n] = largest[n] = 0.0;
       }
-      auto d = dots.leftCols(rows);
-      auto m = mags.leftCols(rows);
-      d.noalias() = q.middleRows(i * R, R) * k.topRows(rows).transpose();
-      m.noalias() = q_abs.middleRows(i * R, R) * k_abs.topRows(rows).transpose();
-      const bool overflow = m.maxCoeff() > overflow_limit;
-
-      for (std::int64_t c = 0; c < work[w].slots; ++c) {
-        const std::int64_t j = work[w].first_slot + c;
-        const std::int64_t b = block_of_slot(j, args.rank, args.world);
+      // Position by position, every row at once (the inner loop vectorises).
+      for (std::int64_t pos = 0; pos < kBlockTokens; ++pos) {
+        const double* dot = dots.data() + pos * NR;
+        const double* mag = mags.data() + pos * NR;
         for (std::int64_t n = 0; n < R; ++n) {
-          const std::int64_t t = tile_token(n, H), h = tile_head(n, H);
-          const std::int64_t row = i * QL + t;
-          // Positions qualify as a prefix of the block.
-          const std::int64_t prefix =
-              std::clamp<std::int64_t>(causal_cutoff(len, QL, t) - b * kBlockTokens, 0, kBlockTokens);
-          double best = kNegInf, best_mag = 0.0;
-          if (prefix > 0) {
-            best = (scale * d.row(n).segment(c * kBlockTokens, prefix)).maxCoeff();
-            best_mag = m.row(n).segment(c * kBlockTokens, prefix).maxCoeff();
-          }
-          const std::size_t e = static_cast<std::size_t>(s.index(h, row, j));
-          s.exact[e] = best;
-          s.bound[e] = tolerance_bound(s.scale, best_mag, best);
-          if (out) out->at(h, row, j) = stored_value(best);
-          s.written[static_cast<std::size_t>(row * L + j)] = 1;
+          const bool seen = pos < prefix[n];
+          best[n] = seen ? std::max(best[n], scale * dot[n]) : best[n];
+          best_mag[n] = seen ? std::max(best_mag[n], mag[n]) : best_mag[n];
+          largest[n] = std::max(largest[n], mag[n]);
         }
       }
-      const bool underflow = k_min * q_min < static_cast<double>(FLT_MIN);
-      if (!finite || overflow || underflow) {
+      for (std::int64_t n = 0; n < R; ++n) {
+        const std::int64_t row = i * QL + tile_token(n, H), h = tile_head(n, H);
+        const std::size_t e = static_cast<std::size_t>(s.index(h, row, j));
+        s.exact[e] = best[n];
+        s.bound[e] = tolerance_bound(s.scale, best_mag[n], best[n]);
+        if (out) out->at(h, row, j) = stored_value(best[n]);
+        s.written[static_cast<std::size_t>(row * L + j)] = 1;
+      }
+      const bool overflow = *std::max_element(largest.begin(), largest.end()) > overflow_limit;
+      const bool underflow = page.min_nonzero * q_min < static_cast<double>(FLT_MIN);
+      if (!page.finite || overflow || underflow) {
         std::ostringstream msg;
-        msg << "index_cache pages of request " << i << ", slots " << work[w].first_slot << ".."
-            << work[w].first_slot + work[w].slots - 1 << ", "
-            << (!finite ? "hold a non-finite value"
-                        : overflow ? "give products or sums that overflow fp32"
-                                   : "give nonzero products below fp32's normal range");
+        msg << "index_cache page " << p << " (request " << i << ", slot " << j << ") "
+            << (!page.finite ? "holds a non-finite value"
+                             : overflow ? "gives products or sums that overflow fp32"
+                                        : "gives nonzero products below fp32's normal range");
 #pragma omp critical(ctxscore_out_of_contract)
         if (page_problem.empty()) page_problem = msg.str();
       }
