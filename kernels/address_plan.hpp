@@ -40,6 +40,11 @@ CTXSCORE_HD inline std::int64_t slot_block(const ScoreParams& p, std::int64_t sl
 CTXSCORE_HD inline std::int64_t slot_page(const ScoreParams& p, std::int64_t request, std::int64_t slot) {
   return clamp_page(p.table[request * p.table_stride + slot_block(p, slot)], p.pages);
 }
+// Whether a slot's table entry exists by geometry alone (b < G ≤ Wt), so it
+// may be read before the request's length is known.
+CTXSCORE_HD inline bool slot_in_table(const ScoreParams& p, std::int64_t slot) {
+  return slot < p.local && slot_block(p, slot) < p.global;
+}
 CTXSCORE_HD inline std::int64_t page_offset(std::int64_t page) { return page * kPageElems; }
 // Tile rows past H·QL hold no query: they are masked, never stored.
 CTXSCORE_HD inline bool tile_row_active(const ScoreParams& p, std::int64_t n) { return n < p.heads * p.query_len; }
@@ -47,10 +52,17 @@ CTXSCORE_HD inline std::int64_t tile_row_offset(const ScoreParams& p, std::int64
   const std::int64_t row = request * p.query_len + tile_token(n, p.heads);
   return row * p.q_token_stride + tile_head(n, p.heads) * p.q_head_stride;
 }
-// Positions of the slot's block that tile row n may see: pos < limit.
+// Causal reach of tile row n: context positions < cutoff qualify.
+CTXSCORE_HD inline std::int64_t tile_row_cutoff(const ScoreParams& p, std::int64_t len, std::int64_t n) {
+  return causal_cutoff(len, p.query_len, tile_token(n, p.heads));
+}
+// Positions of a block that a row with this cutoff may see: pos < limit.
+CTXSCORE_HD inline std::int64_t block_limit(std::int64_t cutoff, std::int64_t block) {
+  return cutoff - block * kBlockTokens;
+}
 CTXSCORE_HD inline std::int64_t tile_row_limit(const ScoreParams& p, std::int64_t len, std::int64_t n,
                                                std::int64_t block) {
-  return causal_cutoff(len, p.query_len, tile_token(n, p.heads)) - block * kBlockTokens;
+  return block_limit(tile_row_cutoff(p, len, n), block);
 }
 CTXSCORE_HD inline std::int64_t out_offset(const ScoreParams& p, std::int64_t request, std::int64_t n,
                                            std::int64_t slot) {

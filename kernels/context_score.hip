@@ -22,33 +22,39 @@ using namespace tile;
 CTXSCORE_HD inline std::int64_t staged_rows(std::int64_t heads, std::int64_t query_len) {
   return ceil_div(heads * query_len, 16) * 16;
 }
-// Dynamic shared memory: the page ring (NVIDIA), then the query tile and
-// each wave's partial maxima.
-std::size_t shared_bytes(std::int64_t rows) {
-  return kRingBytes + static_cast<std::size_t>(rows) * (kSmemRowWords * 4 + kWaves * 4);
+// Dynamic shared memory: the page ring (NVIDIA), then per tile row its
+// query, its causal cutoff, and each wave's partial maxima for two slots.
+inline constexpr std::size_t kBytesPerRow = kSmemRowWords * 4 + 8 + 2 * kWaves * 4;
+std::size_t shared_bytes(std::int64_t rows) { return kRingBytes + static_cast<std::size_t>(rows) * kBytesPerRow; }
+
+// The scores of slot `slot` for every active row: the max over the waves'
+// partial maxima, one thread per row.
+__device__ inline void store_slot(const ScoreParams& p, std::int64_t request, std::int64_t slot,
+                                  const float* partial, int rows) {
+  for (int n = threadIdx.x; n < rows; n += kThreads) {
+    if (!tile_row_active(p, n)) continue;
+    float m = partial[n];
+    for (int w = 1; w < kWaves; ++w) m = fmaxf(m, partial[w * rows + n]);
+    p.out[out_offset(p, request, n, slot)] = m;
+  }
 }
 
-#if defined(CTXSCORE_PLATFORM_CUDA)
-#define CTXSCORE_PROGRAMS_PER_SM 2  // two programs' page rings fill one SM's shared memory
-#else
-#define CTXSCORE_PROGRAMS_PER_SM 1
-#endif
-
-__global__ __launch_bounds__(kThreads, CTXSCORE_PROGRAMS_PER_SM) void context_score_kernel(ScoreParams p) {
+__global__ __launch_bounds__(kThreads, kProgramsPerSM) void context_score_kernel(ScoreParams p) {
+  extern __shared__ uint4 smem[];
   const std::int64_t request = blockIdx.x;
+  PageStream pages(smem, p, request, blockIdx.y * p.chunk);
   const std::int64_t len = p.lens[request];
   const SlotRange range = program_range(p, blockIdx.y, len);
   if (range.empty()) return;
+  pages.begin(range);  // the first pages' loads fly while the query tile is staged
 
-  extern __shared__ uint4 smem[];
-  const std::int64_t rows = staged_rows(p.heads, p.query_len);
-  uint4* ring = smem;
+  // Tile rows fit one program's shared memory (the launcher checks), so
+  // int; registers are what bound the programs per SM.
+  const int rows = static_cast<int>(staged_rows(p.heads, p.query_len));
   std::uint32_t* q_tile = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(smem) + kRingBytes);  // [rows][kSmemRowWords]
-  float* partial = reinterpret_cast<float*>(q_tile + rows * kSmemRowWords);  // [kWaves][rows]
+  std::int64_t* cutoff = reinterpret_cast<std::int64_t*>(q_tile + rows * kSmemRowWords);  // [rows]
+  float* partial = reinterpret_cast<float*>(cutoff + rows);  // [slot parity][kWaves][rows]
   const int tid = threadIdx.x, lane = tid % kWave, wave = tid / kWave;
-
-  PageStream pages(ring, p, request, range);
-  pages.begin();  // the first pages' loads fly while the query tile is staged
 
   // Stage the query tile; rows past H·QL are zero and never stored. Free
   // strides need not keep rows 16-byte aligned: such launches load by pairs.
@@ -70,49 +76,58 @@ __global__ __launch_bounds__(kThreads, CTXSCORE_PROGRAMS_PER_SM) void context_sc
       q_tile[n * kSmemRowWords + w] = x;
     }
   }
+  for (int n = tid; n < rows; n += kThreads) cutoff[n] = tile_row_cutoff(p, len, n);
 
-  const std::int64_t m_tiles = rows / 16;
+  // Slot j − 1's maxima are stored at the end of iteration j (advance(j)'s
+  // barrier made them visible) while slot j's are being written: they are
+  // double-buffered by slot parity, which needs no barrier beyond advance's
+  // (release's is NVIDIA's alone).
+  const int m_tiles = rows / 16;
   for (std::int64_t j = range.first; j < range.last; ++j) {
-    pages.advance(j);  // a barrier: the query tile and page j are visible to all
+    pages.advance(j);  // a barrier: page j, the staged tile and slot j − 1's maxima are visible to all
+    float* part = partial + static_cast<int>(j & 1) * kWaves * rows;
+    PageFrags b;
+    pages.fragments(j, wave, lane, b);
+    pages.release(j);
     const std::int64_t block = slot_block(p, j);
-    for (std::int64_t mt = 0; mt < m_tiles; ++mt) {
-      const QueryFrag a = load_query_frag(q_tile, static_cast<int>(mt), lane);
+    for (int mt = 0; mt < m_tiles; ++mt) {
+      Accum acc[kTilesPerWave];
+#pragma unroll
+      for (int t = 0; t < kTilesPerWave; ++t)
+#pragma unroll
+        for (int e = 0; e < kAccElems; ++e) acc[t].v[e] = 0.0f;
+      mma_tiles(acc, q_tile, mt, lane, b);
+      // Positions lie in [0, 128), so each row's limit clamped to that
+      // range decides alike, in 32 bits (registers are what bound the
+      // programs per SM).
+      int limit[kAccRows];
       float best[kAccRows];
 #pragma unroll
-      for (int r = 0; r < kAccRows; ++r) best[r] = -INFINITY;
+      for (int r = 0; r < kAccRows; ++r) {
+        const std::int64_t l = block_limit(cutoff[mt * 16 + acc_row(lane, acc_row_element(r))], block);
+        limit[r] = static_cast<int>(l < 0 ? 0 : l > kBlockTokens ? kBlockTokens : l);
+        best[r] = -INFINITY;
+      }
 #pragma unroll
-      for (int t = 0; t < kTilesPerWave; ++t) {
-        uint4 b[4];
-        pages.fragment(j, t, wave, lane, b);
-        Accum acc;
-#pragma unroll
-        for (int e = 0; e < kAccElems; ++e) acc.v[e] = 0.0f;
-        mma_page(acc, a, b);
-        const int tile_pos = (wave * kTilesPerWave + t) * kTilePositions;
+      for (int t = 0; t < kTilesPerWave; ++t)
 #pragma unroll
         for (int e = 0; e < kAccElems; ++e) {
-          const std::int64_t n = mt * 16 + acc_row(lane, e);
-          const std::int64_t pos = tile_pos + acc_position(lane, e);
-          const float score = acc.v[e] * p.scale;
-          if (pos < tile_row_limit(p, len, n, block)) best[acc_row_index(e)] = fmaxf(best[acc_row_index(e)], score);
+          const int r = acc_row_index(e);
+          const int pos = tile_first_position(wave, t) + acc_position(lane, e);
+          best[r] = fmaxf(best[r], pos < limit[r] ? acc[t].v[e] * p.scale : -INFINITY);
         }
-      }
 #pragma unroll
       for (int r = 0; r < kAccRows; ++r) {
         float m = best[r];
 #pragma unroll
         for (int mask = 1; mask < kRowPeerSpan; mask <<= 1) m = fmaxf(m, shfl_xor(m, mask));
-        if (row_leader(lane)) partial[wave * rows + mt * 16 + acc_row(lane, acc_row_element(r))] = m;
+        if (row_leader(lane)) part[wave * rows + mt * 16 + acc_row(lane, acc_row_element(r))] = m;
       }
     }
-    __syncthreads();
-    for (std::int64_t n = tid; n < rows; n += kThreads) {
-      if (!tile_row_active(p, n)) continue;
-      float m = partial[n];
-      for (int w = 1; w < kWaves; ++w) m = fmaxf(m, partial[w * rows + n]);
-      p.out[out_offset(p, request, n, j)] = m;
-    }
+    if (j > range.first) store_slot(p, request, j - 1, partial + static_cast<int>((j - 1) & 1) * kWaves * rows, rows);
   }
+  __syncthreads();
+  store_slot(p, request, range.last - 1, partial + static_cast<int>((range.last - 1) & 1) * kWaves * rows, rows);
 }
 
 void check_hip(hipError_t e, const char* what) {

@@ -26,6 +26,9 @@ inline constexpr int kSteps = 8;                // 8 MMA steps of k = 16 over 12
 #if defined(CTXSCORE_PLATFORM_CUDA)
 
 inline constexpr int kTilePositions = 8;  // n of m16n8k16
+inline constexpr int kTilesPerWave = 128 / kTilePositions / kWaves;  // n-tiles of a page per wave
+// A lane's operand registers for all n-tiles of its wave: 64 bytes each.
+using PageFrags = uint4[kTilesPerWave][4];
 // Lane roles: which position row it loads (within the n-tile) and which 32-dim chunk.
 __device__ inline int lane_position(int lane) { return lane >> 2; }
 __device__ inline int lane_chunk(int lane) { return lane & 3; }
@@ -33,41 +36,42 @@ __device__ inline int lane_chunk(int lane) { return lane & 3; }
 struct Accum {
   float v[4];  // (row g, pos 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1)
 };
-struct QueryFrag {
-  uint4 lo[4], hi[4];  // rows g and g+8: the lane's 64-byte chunk of each
-};
 
-__device__ inline QueryFrag load_query_frag(const std::uint32_t* q_tile, int m_tile, int lane) {
-  QueryFrag f;
+// One step's two query words, read where the step runs rather than all
+// sixteen hoisted ahead of the loop and held in registers at once.
+__device__ inline uint2 load_step(const std::uint32_t* p) {
+  uint2 v;
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
+  return v;
+}
+
+__device__ inline std::uint32_t word(const uint4& chunk, int w) {
+  return w == 0 ? chunk.x : w == 1 ? chunk.y : w == 2 ? chunk.z : chunk.w;
+}
+
+// acc[t] += Q(16 rows of m-tile m) · K(n-tile t)ᵀ for each of the wave's
+// n-tiles, step by step over the 128 dims. A step's query words are read
+// from shared memory when it runs, so one step's are live at a time (the
+// register budget holds three programs per SM); the page's words are the
+// lane's own registers.
+__device__ inline void mma_tiles(Accum* acc, const std::uint32_t* q_tile, int m, int lane, const PageFrags& b) {
   const int g = lane >> 2, c = lane & 3;
-  const std::uint32_t* r0 = q_tile + (m_tile * 16 + g) * kSmemRowWords + 16 * c;
-  const std::uint32_t* r1 = r0 + 8 * kSmemRowWords;
-#pragma unroll
-  for (int v = 0; v < 4; ++v) {
-    f.lo[v] = reinterpret_cast<const uint4*>(r0)[v];
-    f.hi[v] = reinterpret_cast<const uint4*>(r1)[v];
-  }
-  return f;
-}
-
-__device__ inline std::uint32_t word(const uint4* chunk, int w) {
-  const uint4 x = chunk[w >> 2];
-  const int k = w & 3;
-  return k == 0 ? x.x : k == 1 ? x.y : k == 2 ? x.z : x.w;
-}
-
-// acc += Q(16 × 128) · K(positions of this n-tile)ᵀ over all 8 steps.
-__device__ inline void mma_page(Accum& acc, const QueryFrag& a, const uint4* b) {
+  const std::uint32_t* r0 = q_tile + (m * 16 + g) * kSmemRowWords + 16 * c;  // row g: the lane's 32 dims
+  const std::uint32_t* r1 = r0 + 8 * kSmemRowWords;                            // row g + 8
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
-    const std::uint32_t a0 = word(a.lo, 2 * s), a1 = word(a.hi, 2 * s);
-    const std::uint32_t a2 = word(a.lo, 2 * s + 1), a3 = word(a.hi, 2 * s + 1);
-    const std::uint32_t b0 = word(b, 2 * s), b1 = word(b, 2 * s + 1);
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(acc.v[0]), "+f"(acc.v[1]), "+f"(acc.v[2]), "+f"(acc.v[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    const uint2 lo = load_step(r0 + 2 * s), hi = load_step(r1 + 2 * s);
+#pragma unroll
+    for (int t = 0; t < kTilesPerWave; ++t) {
+      const uint4& chunk = b[t][s >> 1];
+      const std::uint32_t b0 = word(chunk, 2 * (s & 1)), b1 = word(chunk, 2 * (s & 1) + 1);
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+          "{%0,%1,%2,%3};\n"
+          : "+f"(acc[t].v[0]), "+f"(acc[t].v[1]), "+f"(acc[t].v[2]), "+f"(acc[t].v[3])
+          : "r"(lo.x), "r"(hi.x), "r"(lo.y), "r"(hi.y), "r"(b0), "r"(b1));
+    }
   }
 }
 
@@ -84,6 +88,8 @@ __device__ inline bool row_leader(int lane) { return (lane & 3) == 0; }
 #else  // AMD MFMA
 
 inline constexpr int kTilePositions = 16;
+inline constexpr int kTilesPerWave = 128 / kTilePositions / kWaves;
+using PageFrags = uint4[kTilesPerWave][4];
 __device__ inline int lane_position(int lane) { return lane & 15; }
 __device__ inline int lane_chunk(int lane) { return lane >> 4; }
 
@@ -93,33 +99,30 @@ typedef float floatx4_t __attribute__((ext_vector_type(4)));
 struct Accum {
   floatx4_t v;  // pos = lane % 16, rows 4·(lane / 16) + e
 };
-struct QueryFrag {
-  uint4 row[4];  // row lane % 16: the lane's 64-byte chunk
-};
-
-__device__ inline QueryFrag load_query_frag(const std::uint32_t* q_tile, int m_tile, int lane) {
-  QueryFrag f;
-  const std::uint32_t* r = q_tile + (m_tile * 16 + (lane & 15)) * kSmemRowWords + 16 * (lane >> 4);
-#pragma unroll
-  for (int v = 0; v < 4; ++v) f.row[v] = reinterpret_cast<const uint4*>(r)[v];
-  return f;
-}
-
-__device__ inline bf16x4_t step_operand(const uint4* chunk, int s) {
-  const uint4 x = chunk[s >> 1];
-  const unsigned lo = (s & 1) ? x.z : x.x, hi = (s & 1) ? x.w : x.y;
+// Step s's 4 dims of a lane's 64-byte chunk, as the MFMA operand.
+__device__ inline bf16x4_t step_operand(uint2 w) {
   bf16x4_t r;
-  r[0] = static_cast<short>(lo & 0xFFFFu);
-  r[1] = static_cast<short>(lo >> 16);
-  r[2] = static_cast<short>(hi & 0xFFFFu);
-  r[3] = static_cast<short>(hi >> 16);
+  r[0] = static_cast<short>(w.x & 0xFFFFu);
+  r[1] = static_cast<short>(w.x >> 16);
+  r[2] = static_cast<short>(w.y & 0xFFFFu);
+  r[3] = static_cast<short>(w.y >> 16);
   return r;
 }
 
-__device__ inline void mma_page(Accum& acc, const QueryFrag& a, const uint4* b) {
+// As on NVIDIA: query words read per step from shared memory, page words
+// from the lane's registers.
+__device__ inline void mma_tiles(Accum* acc, const std::uint32_t* q_tile, int m, int lane, const PageFrags& b) {
+  const std::uint32_t* r = q_tile + (m * 16 + (lane & 15)) * kSmemRowWords + 16 * (lane >> 4);
 #pragma unroll
-  for (int s = 0; s < kSteps; ++s)
-    acc.v = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(step_operand(a.row, s), step_operand(b, s), acc.v, 0, 0, 0);
+  for (int s = 0; s < kSteps; ++s) {
+    const bf16x4_t a = step_operand(reinterpret_cast<const uint2*>(r)[s]);
+#pragma unroll
+    for (int t = 0; t < kTilesPerWave; ++t) {
+      const uint4& chunk = b[t][s >> 1];
+      const uint2 w = (s & 1) ? make_uint2(chunk.z, chunk.w) : make_uint2(chunk.x, chunk.y);
+      acc[t].v = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, step_operand(w), acc[t].v, 0, 0, 0);
+    }
+  }
 }
 
 __device__ inline int acc_row(int lane, int e) { return 4 * (lane >> 4) + e; }
@@ -133,7 +136,8 @@ __device__ inline bool row_leader(int lane) { return (lane & 15) == 0; }
 #endif
 
 inline constexpr int kAccElems = sizeof(Accum::v) / sizeof(float);
-inline constexpr int kTilesPerWave = 128 / kTilePositions / kWaves;  // n-tiles of a page per wave
+// First page position of n-tile t of a wave.
+__device__ inline int tile_first_position(int wave, int t) { return (wave * kTilesPerWave + t) * kTilePositions; }
 static_assert(kTilesPerWave * kTilePositions * kWaves == 128, "a page's positions split evenly over the waves");
 static_assert(kWave * 64 * kTilesPerWave * kWaves == 32768, "each lane loads 64 B per n-tile: one 32 KiB page");
 
