@@ -7,6 +7,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "address_plan.hpp"
@@ -32,9 +33,18 @@ Walk walk_launch(HostCase& host) {
     if (w.problem.empty()) w.problem = m;
   };
   const std::int64_t q_elems = static_cast<std::int64_t>(host.q.size());
+  const std::int64_t table_width = args.block_table.shape[1];
   for (std::int64_t i = 0; i < g.grid_x; ++i)
     for (std::int64_t c = 0; c < g.grid_y; ++c) {
+      // The kernel reads page ids ahead: before the length is known, from
+      // the chunk's first slot, and a few slots past its range. Whatever it
+      // reads must lie in the table, and no slot it scores may be skipped.
+      const std::int64_t first = c * p.chunk;
       const SlotRange r = program_range(p, c, p.lens[i]);
+      for (std::int64_t j = first; j < std::max(first, r.last) + 8; ++j) {
+        if (slot_in_table(p, j) && slot_block(p, j) >= table_width) fail("table read past its width");
+        if (j < r.last && !slot_in_table(p, j)) fail("scored slot " + std::to_string(j) + " judged outside the table");
+      }
       if (r.empty()) continue;
       if (r.first < 0 || r.last > p.local) fail("slot range outside [0, L)");
       for (std::int64_t j = r.first; j < r.last; ++j) {
