@@ -56,9 +56,10 @@ CTXSCORE_HD inline std::int64_t tile_row_offset(const ScoreParams& p, std::int64
 CTXSCORE_HD inline std::int64_t tile_row_cutoff(const ScoreParams& p, std::int64_t len, std::int64_t n) {
   return causal_cutoff(len, p.query_len, tile_token(n, p.heads));
 }
-// Positions of a block that a row with this cutoff may see: pos < limit.
+// Positions of a block that a row with this cutoff may see: pos < limit,
+// a limit in [0, 128].
 CTXSCORE_HD inline std::int64_t block_limit(std::int64_t cutoff, std::int64_t block) {
-  return cutoff - block * kBlockTokens;
+  return qualifying_prefix(block, cutoff);
 }
 CTXSCORE_HD inline std::int64_t tile_row_limit(const ScoreParams& p, std::int64_t len, std::int64_t n,
                                                std::int64_t block) {

@@ -97,15 +97,13 @@ __global__ __launch_bounds__(kThreads, kProgramsPerSM) void context_score_kernel
 #pragma unroll
         for (int e = 0; e < kAccElems; ++e) acc[t].v[e] = 0.0f;
       mma_tiles(acc, q_tile, mt, lane, b);
-      // Positions lie in [0, 128), so each row's limit clamped to that
-      // range decides alike, in 32 bits (registers are what bound the
+      // Limits lie in [0, 128]: 32 bits (registers are what bound the
       // programs per SM).
       int limit[kAccRows];
       float best[kAccRows];
 #pragma unroll
       for (int r = 0; r < kAccRows; ++r) {
-        const std::int64_t l = block_limit(cutoff[mt * 16 + acc_row(lane, acc_row_element(r))], block);
-        limit[r] = static_cast<int>(l < 0 ? 0 : l > kBlockTokens ? kBlockTokens : l);
+        limit[r] = static_cast<int>(block_limit(cutoff[mt * 16 + acc_row(lane, acc_row_element(r))], block));
         best[r] = -INFINITY;
       }
 #pragma unroll

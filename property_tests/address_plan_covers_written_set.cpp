@@ -101,9 +101,10 @@ RC_GTEST_PROP(AddressPlan, ReadsTheReferencePageOfEverySlot, ()) {
 }
 
 // Each active tile row n of a program reads the query of (token n / H,
-// head n % H), writes that pair's output element, and sees positions up to
-// the contract's causal cutoff (len − QL + t + 1, restated here from the
-// contract); the launch carries the contract's SCALE.
+// head n % H), writes that pair's output element, and sees the positions of
+// block b before the contract's causal cutoff (len − QL + t + 1, restated
+// here from the contract, as a prefix length in [0, 128]); the launch
+// carries the contract's SCALE.
 RC_GTEST_PROP(AddressPlan, PairsEachQueryRowWithItsOutputAndCutoff, ()) {
   gen::CaseLimits lim;
   lim.max_heads = 6;
@@ -126,7 +127,7 @@ RC_GTEST_PROP(AddressPlan, PairsEachQueryRowWithItsOutputAndCutoff, ()) {
       for (std::int64_t j = 0; j < c.local(); ++j) {
         RC_ASSERT(out_offset(p, i, n, j) == o.offset(head, row, j));
         const std::int64_t b = j * c.world + c.rank;
-        RC_ASSERT(tile_row_limit(p, len, n, b) == len - c.query_len + t + 1 - b * 128);
+        RC_ASSERT(tile_row_limit(p, len, n, b) == std::clamp<std::int64_t>(len - c.query_len + t + 1 - b * 128, 0, 128));
       }
     }
   }

@@ -117,6 +117,9 @@ TEST(Geometry, SlotFormulasAtHandPoints) {
   EXPECT_EQ(block_of_slot(3, 2, 4), 14);
   EXPECT_EQ(causal_cutoff(130, 4, 0), 127);
   EXPECT_EQ(causal_cutoff(130, 4, 3), 130);
+  EXPECT_EQ(qualifying_prefix(1, 130), 2);    // block 1 of a row that reaches position 129
+  EXPECT_EQ(qualifying_prefix(2, 130), 0);    // a block the row does not reach
+  EXPECT_EQ(qualifying_prefix(0, 1000), 128);  // a block the row reaches whole
   EXPECT_EQ(clamp_page(-1, 5), 0);
   EXPECT_EQ(clamp_page(5, 5), 4);
   EXPECT_EQ(clamp_page(INT32_MIN, 5), 0);

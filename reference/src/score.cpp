@@ -189,8 +189,7 @@ ShardScores score_shard(const ScoreArgs& args) {
                        mags.data());
       // Row n sees the first prefix[n] positions of the block.
       for (std::int64_t n = 0; n < R; ++n) {
-        prefix[n] = std::clamp<std::int64_t>(causal_cutoff(len, QL, tile_token(n, H)) - b * kBlockTokens, 0,
-                                             kBlockTokens);
+        prefix[n] = qualifying_prefix(b, causal_cutoff(len, QL, tile_token(n, H)));
         best[n] = kNegInf;
         best_mag[n] = largest[n] = 0.0;
       }

@@ -73,6 +73,10 @@ CTXSCORE_HD constexpr bool position_qualifies(std::int64_t block, std::int64_t p
                                               std::int64_t cutoff) {
   return block * kBlockTokens + pos < cutoff;
 }
+// The positions of a block that qualify are a prefix of it; its length.
+CTXSCORE_HD constexpr std::int64_t qualifying_prefix(std::int64_t block, std::int64_t cutoff) {
+  return min64(max64(cutoff - block * kBlockTokens, 0), kBlockTokens);
+}
 // Out-of-range page ids are clamped into [0, P−1], never dereferenced.
 CTXSCORE_HD constexpr std::int64_t clamp_page(std::int64_t page_id, std::int64_t pages) {
   return page_id < 0 ? 0 : (page_id > pages - 1 ? pages - 1 : page_id);
