@@ -176,7 +176,7 @@ ShardScores score_shard(const ScoreArgs& args) {
 #pragma omp parallel
   {
     std::vector<double> k(kPageElems), dots(kBlockTokens * NR), mags(kBlockTokens * NR);
-    std::vector<double> best(R), best_mag(R);
+    std::vector<double> best(R), best_mag(R), largest(R);
     std::vector<std::int64_t> prefix(R);
 #pragma omp for schedule(dynamic, 4)
     for (std::size_t w = 0; w < work.size(); ++w) {
@@ -191,7 +191,7 @@ ShardScores score_shard(const ScoreArgs& args) {
       for (std::int64_t n = 0; n < R; ++n) {
         prefix[n] = qualifying_prefix(b, causal_cutoff(len, QL, tile_token(n, H)));
         best[n] = kNegInf;
-        best_mag[n] = 0.0;
+        best_mag[n] = largest[n] = 0.0;
       }
       // Position by position, every row at once (the inner loop vectorises).
       for (std::int64_t pos = 0; pos < kBlockTokens; ++pos) {
@@ -201,6 +201,7 @@ ShardScores score_shard(const ScoreArgs& args) {
           const bool seen = pos < prefix[n];
           best[n] = seen ? std::max(best[n], scale * dot[n]) : best[n];
           best_mag[n] = seen ? std::max(best_mag[n], mag[n]) : best_mag[n];
+          largest[n] = std::max(largest[n], mag[n]);
         }
       }
       for (std::int64_t n = 0; n < R; ++n) {
@@ -211,8 +212,7 @@ ShardScores score_shard(const ScoreArgs& args) {
         if (out) out->at(h, row, j) = stored_value(best[n]);
         s.written[static_cast<std::size_t>(row * L + j)] = 1;
       }
-      // Any position, qualifying or not (padded rows hold zeros).
-      const bool overflow = *std::max_element(mags.begin(), mags.end()) > overflow_limit;
+      const bool overflow = *std::max_element(largest.begin(), largest.end()) > overflow_limit;
       const bool underflow = page.min_nonzero * q_min < static_cast<double>(FLT_MIN);
       if (!page.finite || overflow || underflow) {
         std::ostringstream msg;
