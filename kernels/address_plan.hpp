@@ -33,6 +33,21 @@ struct ScoreParams {
 CTXSCORE_HD inline SlotRange program_range(const ScoreParams& p, std::int64_t chunk_index, std::int64_t len) {
   return program_slots(chunk_index, p.chunk, scan_slots(len, p.global, p.local, p.rank, p.world));
 }
+// A program's thread teams split its slots round-robin: team t of T scores
+// the chunk's slots t, t + T, t + 2T, ... that lie in its range.
+CTXSCORE_HD inline std::int64_t team_first_slot(const ScoreParams& p, std::int64_t chunk_index, int team) {
+  return chunk_index * p.chunk + team;
+}
+// Teams per program. One where the launch has more programs than the device
+// has multiprocessors (several one-team programs then share each); otherwise
+// the fewest, at most `most`, that make a team's share of the chunk smallest,
+// so that a launch of few programs scores their slots side by side.
+inline int program_teams(std::int64_t programs, std::int64_t chunk, std::int64_t multiprocessors, int most) {
+  if (programs > multiprocessors || most <= 1 || chunk <= 1) return 1;
+  int t = static_cast<int>(min64(most, chunk));
+  while (t > 1 && ceil_div(chunk, t - 1) == ceil_div(chunk, t)) --t;
+  return t;
+}
 CTXSCORE_HD inline std::int64_t slot_block(const ScoreParams& p, std::int64_t slot) {
   return block_of_slot(slot, p.rank, p.world);
 }
@@ -47,7 +62,8 @@ CTXSCORE_HD inline bool slot_in_table(const ScoreParams& p, std::int64_t slot) {
 }
 CTXSCORE_HD inline std::int64_t page_offset(std::int64_t page) { return page * kPageElems; }
 // Tile rows past H·QL hold no query: they are masked, never stored.
-CTXSCORE_HD inline bool tile_row_active(const ScoreParams& p, std::int64_t n) { return n < p.heads * p.query_len; }
+CTXSCORE_HD inline std::int64_t tile_active_rows(const ScoreParams& p) { return p.heads * p.query_len; }
+CTXSCORE_HD inline bool tile_row_active(const ScoreParams& p, std::int64_t n) { return n < tile_active_rows(p); }
 CTXSCORE_HD inline std::int64_t tile_row_offset(const ScoreParams& p, std::int64_t request, std::int64_t n) {
   const std::int64_t row = request * p.query_len + tile_token(n, p.heads);
   return row * p.q_token_stride + tile_head(n, p.heads) * p.q_head_stride;
@@ -65,10 +81,18 @@ CTXSCORE_HD inline std::int64_t tile_row_limit(const ScoreParams& p, std::int64_
                                                std::int64_t block) {
   return block_limit(tile_row_cutoff(p, len, n), block);
 }
+// Out element of tile row n at slot 0; a slot adds its stride (so that the
+// kernel divides by H once per row, not once per slot).
+CTXSCORE_HD inline std::int64_t out_row_offset(const ScoreParams& p, std::int64_t request, std::int64_t n) {
+  const std::int64_t row = request * p.query_len + tile_token(n, p.heads);
+  return tile_head(n, p.heads) * p.out_head_stride + row * p.out_row_stride;
+}
+CTXSCORE_HD inline std::int64_t out_slot_offset(const ScoreParams& p, std::int64_t row_offset, std::int64_t slot) {
+  return row_offset + slot * p.out_slot_stride;
+}
 CTXSCORE_HD inline std::int64_t out_offset(const ScoreParams& p, std::int64_t request, std::int64_t n,
                                            std::int64_t slot) {
-  const std::int64_t row = request * p.query_len + tile_token(n, p.heads);
-  return tile_head(n, p.heads) * p.out_head_stride + row * p.out_row_stride + slot * p.out_slot_stride;
+  return out_slot_offset(p, out_row_offset(p, request, n), slot);
 }
 
 // The parameters of one launch: validated arguments, the geometry launched,

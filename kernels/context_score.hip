@@ -1,8 +1,10 @@
 // The score kernel and its launcher. One program per (request, chunk): it
 // keeps its query tile resident in shared memory and streams one 32 KiB
 // cache page per slot, with the next pages' loads in flight while the
-// current one is scored. Addressing goes through address_plan.hpp, page
-// streaming through page_stream.hpp, the matrix step through matrix_tile.hpp.
+// current one is scored. A program is one or more teams of kThreads
+// threads that split its slots round-robin (page_stream.hpp). Addressing
+// goes through address_plan.hpp, page streaming through page_stream.hpp, the
+// matrix step through matrix_tile.hpp.
 #include <cmath>
 #include <stdexcept>
 #include <utility>
@@ -22,27 +24,43 @@ using namespace tile;
 CTXSCORE_HD inline std::int64_t staged_rows(std::int64_t heads, std::int64_t query_len) {
   return ceil_div(heads * query_len, 16) * 16;
 }
-// Dynamic shared memory: the page ring (NVIDIA), then per tile row its
-// query, its causal cutoff, and each wave's partial maxima for two slots.
-inline constexpr std::size_t kBytesPerRow = kSmemRowWords * 4 + 8 + 2 * kWaves * 4;
-std::size_t shared_bytes(std::int64_t rows) { return kRingBytes + static_cast<std::size_t>(rows) * kBytesPerRow; }
+// Dynamic shared memory: the teams' page rings (NVIDIA), then per tile row
+// its query, its causal cutoff, its output offset, and per team each wave's
+// partial maxima for two slots.
+inline constexpr std::size_t kBytesPerRow = kSmemRowWords * 4 + 8 + 8;
+inline constexpr std::size_t kPartialBytesPerRow = 2 * kWaves * 4;
+std::size_t shared_bytes(std::int64_t rows, int teams) {
+  return teams * (kRingBytes + static_cast<std::size_t>(rows) * kPartialBytesPerRow) +
+         static_cast<std::size_t>(rows) * kBytesPerRow;
+}
 
-// The scores of slot `slot` for every active row: the max over the waves'
-// partial maxima, one thread per row.
-__device__ inline void store_slot(const ScoreParams& p, std::int64_t request, std::int64_t slot,
-                                  const float* partial, int rows) {
-  for (int n = threadIdx.x; n < rows; n += kThreads) {
-    if (!tile_row_active(p, n)) continue;
+// The scores of one slot for every active row: the max over the waves'
+// partial maxima, one thread of the team per row.
+__device__ inline void store_slot(const ScoreParams& p, std::int64_t slot, const std::int64_t* row_out,
+                                  const float* partial, int rows, int active, int tid) {
+  for (int n = tid; n < active; n += kThreads) {
     float m = partial[n];
     for (int w = 1; w < kWaves; ++w) m = fmaxf(m, partial[w * rows + n]);
-    p.out[out_offset(p, request, n, slot)] = m;
+    p.out[out_slot_offset(p, row_out[n], slot)] = m;
   }
 }
 
-__global__ __launch_bounds__(kThreads, kProgramsPerSM) void context_score_kernel(ScoreParams p) {
+// Partial maxima of a team's slot j, [kWaves][rows], in the buffer of the
+// parity of j / kTeams (the team's slots are kTeams apart).
+template <int kTeams>
+__device__ inline float* slot_partials(float* partial, std::int64_t j, int rows) {
+  return partial + static_cast<int>((j / kTeams) & 1) * kWaves * rows;
+}
+
+// kTeams teams of kThreads threads; the SM holds kTeamsPerSM teams at the
+// register budget their rings are sized for, however they are grouped.
+template <int kTeams>
+__global__ __launch_bounds__(kThreads * kTeams, kTeamsPerSM / kTeams) void context_score_kernel(ScoreParams p) {
   extern __shared__ uint4 smem[];
   const std::int64_t request = blockIdx.x;
-  PageStream pages(smem, p, request, blockIdx.y * p.chunk);
+  const int team = kTeams == 1 ? 0 : static_cast<int>(threadIdx.x) / kThreads;
+  const std::int64_t first = team_first_slot(p, blockIdx.y, team);
+  PageStream<kTeams> pages(smem, p, request, first, team);
   const std::int64_t len = p.lens[request];
   const SlotRange range = program_range(p, blockIdx.y, len);
   if (range.empty()) return;
@@ -51,41 +69,53 @@ __global__ __launch_bounds__(kThreads, kProgramsPerSM) void context_score_kernel
   // Tile rows fit one program's shared memory (the launcher checks), so
   // int; registers are what bound the programs per SM.
   const int rows = static_cast<int>(staged_rows(p.heads, p.query_len));
-  std::uint32_t* q_tile = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(smem) + kRingBytes);  // [rows][kSmemRowWords]
+  const int active = static_cast<int>(tile_active_rows(p));
+  std::uint32_t* q_tile = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(smem) + kTeams * kRingBytes);  // [rows][kSmemRowWords]
   std::int64_t* cutoff = reinterpret_cast<std::int64_t*>(q_tile + rows * kSmemRowWords);  // [rows]
-  float* partial = reinterpret_cast<float*>(cutoff + rows);  // [slot parity][kWaves][rows]
-  const int tid = threadIdx.x, lane = tid % kWave, wave = tid / kWave;
+  std::int64_t* row_out = cutoff + rows;  // [rows]: out offset of the row's slot 0
+  float* partial = reinterpret_cast<float*>(row_out + rows) + team * 2 * kWaves * rows;  // [slot parity][kWaves][rows]
+  const int tid = static_cast<int>(threadIdx.x) % kThreads, lane = tid % kWave, wave = tid / kWave;
 
-  // Stage the query tile; rows past H·QL are zero and never stored. Free
-  // strides need not keep rows 16-byte aligned: such launches load by pairs.
+  // Every team stages the tile together; rows past H·QL are zero and never
+  // stored. Free strides need not keep rows 16-byte aligned: such launches
+  // load by pairs.
+  const int all = static_cast<int>(blockDim.x);
   if (p.q_rows_aligned) {
-    for (std::int64_t k = tid; k < rows * 16; k += kThreads) {
-      const std::int64_t n = k / 16, v = k % 16;
+    for (int k = static_cast<int>(threadIdx.x); k < rows * 16; k += all) {
+      const int n = k / 16, v = k % 16;
       uint4 x = make_uint4(0, 0, 0, 0);
-      if (tile_row_active(p, n)) x = reinterpret_cast<const uint4*>(p.q + tile_row_offset(p, request, n))[v];
+      if (n < active) x = reinterpret_cast<const uint4*>(p.q + tile_row_offset(p, request, n))[v];
       reinterpret_cast<uint4*>(q_tile + n * kSmemRowWords)[v] = x;
     }
   } else {
-    for (std::int64_t k = tid; k < rows * kRowWords; k += kThreads) {
-      const std::int64_t n = k / kRowWords, w = k % kRowWords;
+    for (int k = static_cast<int>(threadIdx.x); k < rows * kRowWords; k += all) {
+      const int n = k / kRowWords, w = k % kRowWords;
       std::uint32_t x = 0;
-      if (tile_row_active(p, n)) {
+      if (n < active) {
         const std::uint16_t* src = p.q + tile_row_offset(p, request, n) + 2 * w;
         x = static_cast<std::uint32_t>(src[0]) | (static_cast<std::uint32_t>(src[1]) << 16);
       }
       q_tile[n * kSmemRowWords + w] = x;
     }
   }
-  for (int n = tid; n < rows; n += kThreads) cutoff[n] = tile_row_cutoff(p, len, n);
+  // The row's address arithmetic (64-bit divisions by H) once per program,
+  // not once per slot.
+  for (int n = static_cast<int>(threadIdx.x); n < rows; n += all) {
+    cutoff[n] = tile_row_cutoff(p, len, n);
+    row_out[n] = n < active ? out_row_offset(p, request, n) : 0;
+  }
+  __syncthreads();  // the staged tile is every team's
+  if (first >= range.last) return;  // a team past a short range scores nothing
 
-  // Slot j − 1's maxima are stored at the end of iteration j (advance(j)'s
-  // barrier made them visible) while slot j's are being written: they are
-  // double-buffered by slot parity, which needs no barrier beyond advance's
-  // (release's is NVIDIA's alone).
+  // The maxima of the team's previous slot are stored at the end of the
+  // iteration of slot j (advance(j)'s barrier made them visible) while slot
+  // j's are being written: they are double-buffered by parity, which needs
+  // no barrier beyond advance's (release's is NVIDIA's alone).
   const int m_tiles = rows / 16;
-  for (std::int64_t j = range.first; j < range.last; ++j) {
-    pages.advance(j);  // a barrier: page j, the staged tile and slot j − 1's maxima are visible to all
-    float* part = partial + static_cast<int>(j & 1) * kWaves * rows;
+  std::int64_t j = first;
+  for (; j < range.last; j += kTeams) {
+    pages.advance(j);  // the team's barrier: page j and the previous slot's maxima are visible to it
+    float* part = slot_partials<kTeams>(partial, j, rows);
     PageFrags b;
     pages.fragments(j, wave, lane, b);
     pages.release(j);
@@ -122,16 +152,35 @@ __global__ __launch_bounds__(kThreads, kProgramsPerSM) void context_score_kernel
         if (row_leader(lane)) part[wave * rows + mt * 16 + acc_row(lane, acc_row_element(r))] = m;
       }
     }
-    if (j > range.first) store_slot(p, request, j - 1, partial + static_cast<int>((j - 1) & 1) * kWaves * rows, rows);
+    if (j > first) store_slot(p, j - kTeams, row_out, slot_partials<kTeams>(partial, j - kTeams, rows), rows, active, tid);
   }
-  __syncthreads();
-  store_slot(p, request, range.last - 1, partial + static_cast<int>((range.last - 1) & 1) * kWaves * rows, rows);
+  team_barrier(team);
+  j -= kTeams;  // the team's last slot
+  store_slot(p, j, row_out, slot_partials<kTeams>(partial, j, rows), rows, active, tid);
 }
+
+// The kernel of `teams` teams, 1 ≤ teams ≤ kMaxTeams.
+using KernelFn = void (*)(ScoreParams);
+template <std::size_t... I>
+KernelFn kernel_of(int teams, std::index_sequence<I...>) {
+  constexpr KernelFn kernels[] = {&context_score_kernel<static_cast<int>(I) + 1>...};
+  return kernels[teams - 1];
+}
+KernelFn kernel_of(int teams) { return kernel_of(teams, std::make_index_sequence<kMaxTeams>{}); }
 
 void check_hip(hipError_t e, const char* what) {
   if (e != hipSuccess) throw std::runtime_error(std::string(what) + ": " + hipGetErrorString(e));
 }
 
+int device_attribute(hipDeviceAttribute_t what, const char* name) {
+  int device = 0, value = 0;
+  check_hip(hipGetDevice(&device), "hipGetDevice");
+  check_hip(hipDeviceGetAttribute(&value, what, device), name);
+  return value;
+}
+std::size_t shared_limit() {
+  return static_cast<std::size_t>(device_attribute(CTXSCORE_SHARED_LIMIT_ATTR, "hipDeviceGetAttribute(shared memory)"));
+}
 }  // namespace
 
 DeviceScores::DeviceScores(DeviceScores&& o) noexcept
@@ -148,13 +197,12 @@ DeviceScores::~DeviceScores() {
 }
 
 std::int64_t max_tile_rows() {
-  int device = 0, limit = 0;
-  check_hip(hipGetDevice(&device), "hipGetDevice");
-  check_hip(hipDeviceGetAttribute(&limit, CTXSCORE_SHARED_LIMIT_ATTR, device), "hipDeviceGetAttribute(shared memory)");
-  const std::size_t fixed = shared_bytes(0), per_row = shared_bytes(1) - fixed;
-  if (static_cast<std::size_t>(limit) < fixed) return 0;
-  return static_cast<std::int64_t>((static_cast<std::size_t>(limit) - fixed) / per_row) / 16 * 16;
+  const std::size_t limit = shared_limit(), fixed = shared_bytes(0, 1), per_row = shared_bytes(1, 1) - fixed;
+  if (limit < fixed) return 0;
+  return static_cast<std::int64_t>((limit - fixed) / per_row) / 16 * 16;
 }
+
+int max_teams() { return kMaxTeams; }
 
 LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
                                     const std::optional<GeometryOverride>& geometry) {
@@ -172,11 +220,29 @@ LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
     throw ContractError(Clause::geometry_override,
                         "geometry.grid_y: got " + std::to_string(g.grid_y) + ", expected <= 65535 (grid y limit)");
   const std::int64_t rows = staged_rows(layout.heads, args.max_query_len);
-  const std::size_t smem = shared_bytes(rows);
   if (const std::int64_t most = max_tile_rows(); rows > most)
     throw ContractError(Clause::heads, "idx_q: heads * max_query_len = " + std::to_string(layout.heads * args.max_query_len) +
                                            ", expected <= " + std::to_string(most) +
                                            " (the query tile must fit one program's shared memory)");
+  const std::size_t smem_limit = shared_limit();
+  int teams = 0;
+  if (geometry && geometry->teams != 0) {
+    if (geometry->teams < 1 || geometry->teams > kMaxTeams)
+      throw ContractError(Clause::geometry_override, "geometry.teams: got " + std::to_string(geometry->teams) +
+                                                         ", expected 0 (the kernel's choice) or 1.." + std::to_string(kMaxTeams));
+    teams = static_cast<int>(geometry->teams);
+    if (shared_bytes(rows, teams) > smem_limit)
+      throw ContractError(Clause::geometry_override,
+                          "geometry.teams: got " + std::to_string(teams) + ", expected a count whose page rings and " +
+                              std::to_string(rows) + "-row query tile fit " + std::to_string(smem_limit) +
+                              " bytes of shared memory");
+  } else {
+    const int sms = device_attribute(hipDeviceAttributeMultiprocessorCount, "hipDeviceGetAttribute(multiprocessors)");
+    teams = program_teams(g.grid_x * g.grid_y, g.chunk, sms, kMaxTeams);
+    while (teams > 1 && shared_bytes(rows, teams) > smem_limit) --teams;
+  }
+  result.teams = teams;
+  const std::size_t smem = shared_bytes(rows, teams);
 
   ScoreParams p = make_score_params(args, layout, g);
   result.used_given_out = decision.use_given;
@@ -196,11 +262,11 @@ LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
   if (layout.tokens == 0) return result;  // T = 0 launches nothing
 
   if (smem > 48 * 1024)
-    check_hip(hipFuncSetAttribute(reinterpret_cast<const void*>(&context_score_kernel),
+    check_hip(hipFuncSetAttribute(reinterpret_cast<const void*>(kernel_of(teams)),
                                   hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
               "hipFuncSetAttribute(shared memory)");
   const dim3 grid(static_cast<unsigned>(g.grid_x), static_cast<unsigned>(g.grid_y));
-  context_score_kernel<<<grid, kThreads, smem, stream>>>(p);
+  kernel_of(teams)<<<grid, kThreads * teams, smem, stream>>>(p);
   check_hip(hipGetLastError(), "context_score_kernel launch");
   result.launched = true;
   return result;

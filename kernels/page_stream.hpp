@@ -3,21 +3,28 @@
 // speed is how many page bytes each multiprocessor keeps in flight, also
 // while programs start and end (a program scores only about four slots).
 //
+// A program is one or more teams of kThreads threads; team t of T scores
+// the slots first + t, first + t + T, ... of the program's range with its
+// own page stream and its own barrier, so the teams of a small launch score
+// their slots side by side (the launcher picks T; see context_score.hip).
+//
 // NVIDIA (sm_90): asynchronous copies (cp.async, 16 B each) into a ring of
-// kStages = 2 pages in shared memory. Each thread copies its 64-byte share
-// of page j into registers first thing, and the buffer takes page j + 2 at
-// once, so both buffers' pages fly while page j is scored. Three programs
-// fit one SM (192 KiB of rings, 80 registers a thread): six pages in flight.
+// kStages = 2 pages in shared memory per team. Each thread copies its
+// 128-byte share of page k into registers first thing, and the buffer takes
+// page k + 2 at once, so both buffers' pages fly while page k is scored.
+// Three teams fit one SM (192 KiB of rings, 80 registers a thread): six
+// pages in flight, as three one-team programs or one program of three.
 // AMD (gfx90a / gfx940): 64 KiB of LDS holds no ring of 32 KiB pages, so
-// each lane keeps its share of the next page in registers, one page ahead.
+// each lane keeps its share of the next page in registers, one page ahead;
+// a program is one team.
 //
 // Both give the kernel one interface, called in this order:
-//   PageStream(ring, p, request, first slot of the chunk)
+//   PageStream<teams>(ring, p, request, team's first slot, team)
 //   begin(range)        the first pages' loads start
-//   per slot j: advance(j)  a barrier, after which page j is readable;
-//               fragments(j, …)  the lane's 64 bytes of each of its n-tiles,
-//                               in the matrix units' operand layout;
-//               release(j)  page j's buffer is free for a later page.
+//   per team slot j: advance(j)  the team's barrier, after which page j is readable;
+//                    fragments(j, …)  the lane's 64 bytes of each of its n-tiles,
+//                                    in the matrix units' operand layout;
+//                    release(j)  page j's buffer is free for a later page.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +33,16 @@
 #include "matrix_tile.hpp"
 
 namespace ctxscore::tile {
+
+// The barrier of one team (barrier 0 is the whole program's).
+__device__ inline void team_barrier(int team) {
+#if defined(CTXSCORE_PLATFORM_CUDA)
+  asm volatile("bar.sync %0, %1;\n" ::"r"(team + 1), "n"(kThreads) : "memory");
+#else
+  (void)team;  // one team per program
+  __syncthreads();
+#endif
+}
 
 // The page of `slot` for `request`, clamped.
 __device__ inline const std::uint16_t* slot_page_data(const ScoreParams& p, std::int64_t request, std::int64_t slot) {
@@ -44,12 +61,16 @@ inline constexpr int kStages = 2;
 static_assert((kStages & (kStages - 1)) == 0, "stage() takes the slot modulo kStages by a mask");
 inline constexpr int kPageChunks = 2048;  // 16-byte chunks per 32 KiB page
 inline constexpr unsigned kPageBytes = kPageChunks * 16;
+inline constexpr unsigned kRowBytes = kPageBytes / 128;  // one position's 128 bf16 dims
 static_assert(kThreads % 32 == 0 && kTilePositions % 2 == 0, "row parity, hence the swizzle, repeats per pass and per tile");
 inline constexpr std::size_t kRingBytes = static_cast<std::size_t>(kStages) * kPageBytes;
-// Three programs' rings (192 KiB) fill one SM's shared memory. Their
-// register budget, 80 a thread, is why the query operands are read per MMA
-// step and addresses are kept 32-bit.
-inline constexpr int kProgramsPerSM = 3;
+// Three teams' rings (192 KiB) fill one SM's shared memory. Their register
+// budget, 80 a thread, is why the query operands are read per MMA step and
+// addresses are kept 32-bit. A program has at most two teams: the contract's
+// CHUNK is 4 wherever a launch has fewer programs than SMs, and two teams
+// score 4 slots in two rounds, as three would.
+inline constexpr int kTeamsPerSM = 3;
+inline constexpr int kMaxTeams = 2;
 
 // Chunk k of position row `pos` lives at k ^ swizzle: the eight lanes of a
 // 16-byte shared load (two rows, chunks c, c+4, c+8, c+12) then hit eight
@@ -70,29 +91,31 @@ __device__ inline uint4 load_shared_16(unsigned addr) {
   return v;
 }
 
+template <int kTeams>
 class PageStream {
  public:
-  // Reads the page ids of the chunk's first kStages + 1 slots together,
+  // Reads the page ids of the team's first kStages + 1 slots together,
   // before the request's length is known, so that the length load and the
   // table loads share one memory latency at the program's start.
-  __device__ PageStream(uint4* ring, const ScoreParams& p, std::int64_t request, std::int64_t first)
-      : ring_(static_cast<unsigned>(__cvta_generic_to_shared(ring))), p_(p), request_(request), first_(first) {
+  __device__ PageStream(uint4* ring, const ScoreParams& p, std::int64_t request, std::int64_t first, int team)
+      : ring_(static_cast<unsigned>(__cvta_generic_to_shared(ring)) + team * kStages * kPageBytes),
+        p_(p), request_(request), first_(first) {
 #pragma unroll
-    for (int s = 0; s <= kStages; ++s) ids_[s] = table_page(first + s);
+    for (int s = 0; s <= kStages; ++s) ids_[s] = table_page(first + s * kTeams);
   }
 
-  // Fills the whole ring.
+  // Fills the team's ring.
   __device__ void begin(SlotRange range) {
     last_ = range.last;
 #pragma unroll
-    for (int s = 0; s < kStages; ++s) issue(first_ + s, ids_[s]);
+    for (int s = 0; s < kStages; ++s) issue(first_ + s * kTeams, ids_[s]);
     next_ = ids_[kStages];
   }
 
   __device__ void advance(std::int64_t) {
-    // Group k holds page first + k; the kStages − 1 newer ones may still fly.
+    // Group k holds the team's k-th page; the kStages − 1 newer ones may still fly.
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1) : "memory");
-    __syncthreads();  // every thread's part of page j
+    team_barrier(team());  // every thread's part of page j
   }
 
   __device__ void fragments(std::int64_t j, int wave, int lane, PageFrags& b) const {
@@ -103,24 +126,27 @@ class PageStream {
     for (int v = 0; v < 4; ++v) {
       const unsigned at = page + 16u * swizzled(fragment_position(wave, 0, lane), 4 * lane_chunk(lane) + v);
 #pragma unroll
-      for (int t = 0; t < kTilesPerWave; ++t) b[t][v] = load_shared_16(at + t * kTilePositions * 256u);
+      for (int t = 0; t < kTilesPerWave; ++t) b[t][v] = load_shared_16(at + t * kTilePositions * kRowBytes);
     }
   }
 
-  // Once every thread holds its fragments of page j, its buffer takes page
-  // j + kStages, so kStages pages fly while page j is scored. That page's id
-  // was read one release earlier; the next one is read now, a page's time
-  // ahead of its use.
+  // Once every thread of the team holds its fragments of page j, its buffer
+  // takes the page kStages team slots on, so kStages pages fly while page j
+  // is scored. That page's id was read one release earlier; the next one is
+  // read now, a page's time ahead of its use.
   __device__ void release(std::int64_t j) {
-    __syncthreads();
-    issue(j + kStages, next_);
-    next_ = table_page(j + kStages + 1);
+    team_barrier(team());
+    issue(j + kStages * kTeams, next_);
+    next_ = table_page(j + (kStages + 1) * kTeams);
   }
 
  private:
-  // Consecutive slots take consecutive buffers, counted from slot 0 rather
-  // than the range's first so that nothing beyond j is live in the loop.
-  __device__ int stage(std::int64_t j) const { return static_cast<int>(j & (kStages - 1)); }
+  // The team comes from the thread's index when needed rather than held in a register.
+  __device__ static int team() { return kTeams == 1 ? 0 : static_cast<int>(threadIdx.x) / kThreads; }
+  // The team's consecutive slots take consecutive buffers: its slots are
+  // kTeams apart, so j / kTeams counts them. Counted from slot 0 rather than
+  // the team's first so that nothing beyond j is live in the loop.
+  __device__ static int stage(std::int64_t j) { return static_cast<int>((j / kTeams) & (kStages - 1)); }
 
   // Clamped page ids fit 32 bits (the table holds int32); offsets do not.
   __device__ std::int32_t table_page(std::int64_t j) const {
@@ -128,21 +154,22 @@ class PageStream {
   }
 
   // Starts the copy of slot j's page (none past the range) and closes one
-  // commit group either way, so group k is always page first + k.
+  // commit group either way, so group k is always the team's k-th page.
   __device__ void issue(std::int64_t j, std::int32_t page) {
     if (j < last_) {
-      const uint4* src = reinterpret_cast<const uint4*>(p_.cache + page_offset(page)) + threadIdx.x;
+      const int tid = static_cast<int>(threadIdx.x) % kThreads;
+      const uint4* src = reinterpret_cast<const uint4*>(p_.cache + page_offset(page)) + tid;
       // Consecutive threads copy consecutive chunks; each pass moves
       // kThreads / 16 whole rows, an even count, so the thread's rows share
       // one swizzle.
-      const unsigned dst = ring_ + stage(j) * kPageBytes + 16u * swizzled(threadIdx.x >> 4, threadIdx.x & 15);
+      const unsigned dst = ring_ + stage(j) * kPageBytes + 16u * swizzled(tid >> 4, tid & 15);
 #pragma unroll
       for (int i = 0; i < kPageChunks / kThreads; ++i) copy_async_16(dst + i * kThreads * 16u, src + i * kThreads);
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
 
-  unsigned ring_;  // shared-memory address of the ring
+  unsigned ring_;  // shared-memory address of the team's ring
   const ScoreParams& p_;
   std::int64_t request_, first_, last_ = 0;
   std::int32_t ids_[kStages + 1];
@@ -152,16 +179,20 @@ class PageStream {
 #else  // AMD: registers, one page ahead
 
 inline constexpr std::size_t kRingBytes = 0;
-inline constexpr int kProgramsPerSM = 1;
+inline constexpr int kTeamsPerSM = 1;
+inline constexpr int kMaxTeams = 1;
 
+template <int kTeams>
 class PageStream {
+  static_assert(kTeams == 1, "the register stream counts a program's slots as its own");
+
  public:
-  __device__ PageStream(uint4*, const ScoreParams& p, std::int64_t request, std::int64_t)
-      : p_(p), request_(request) {}
+  __device__ PageStream(uint4*, const ScoreParams& p, std::int64_t request, std::int64_t first, int)
+      : p_(p), request_(request), first_(first) {}
 
   __device__ void begin(SlotRange range) {
-    range_ = range;
-    load(next_, range_.first);
+    last_ = range.last;
+    load(next_, first_);
   }
 
   __device__ void advance(std::int64_t j) {
@@ -171,7 +202,7 @@ class PageStream {
       for (int v = 0; v < 4; ++v) cur_[t][v] = next_[t][v];
     __syncthreads();  // slot j − 1's partial maxima are in shared memory
     // The last iteration reloads its own page instead of branching.
-    load(next_, j + 1 < range_.last ? j + 1 : j);
+    load(next_, j + 1 < last_ ? j + 1 : j);
   }
 
   __device__ void fragments(std::int64_t, int, int, PageFrags& b) const {
@@ -197,8 +228,7 @@ class PageStream {
 
   uint4 cur_[kTilesPerWave][4], next_[kTilesPerWave][4];
   const ScoreParams& p_;
-  std::int64_t request_;
-  SlotRange range_{0, 0};
+  std::int64_t request_, first_, last_ = 0;
 };
 
 #endif

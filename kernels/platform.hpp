@@ -47,6 +47,8 @@
 #define hipEventElapsedTime cudaEventElapsedTime
 #define hipFuncSetAttribute cudaFuncSetAttribute
 #define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define hipDeviceAttribute_t cudaDeviceAttr
+#define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
 
 #define CTXSCORE_WAVE 32
 // Shared memory one block may use (after opting in above 48 KiB).

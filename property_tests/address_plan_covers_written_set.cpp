@@ -1,5 +1,5 @@
 // The kernel's address plan, walked on the CPU: every program of a launch,
-// every slot it scans, every active tile row. The set of out elements it
+// every team of it, every slot the team scans, every active tile row. The set of out elements it
 // writes equals the reference's written set (each exactly once), and every
 // page, query and out address it forms stays inside its buffer. This is the
 // CI coverage of the kernel's index logic on a machine without a GPU.
@@ -22,7 +22,7 @@ struct Walk {
   std::string problem;      // first address outside its buffer
 };
 
-Walk walk_launch(HostCase& host) {
+Walk walk_launch(HostCase& host, int teams) {
   const ScoreArgs args = host.args();
   const Layout layout = validate(args);
   const Geometry g = host.spec.geometry ? apply_override(layout.geometry, *host.spec.geometry) : layout.geometry;
@@ -34,35 +34,40 @@ Walk walk_launch(HostCase& host) {
   };
   const std::int64_t q_elems = static_cast<std::int64_t>(host.q.size());
   const std::int64_t table_width = args.block_table.shape[1];
+  // One team of program (request i, chunk c): the slots it reads ahead and
+  // the slots it scores.
+  const auto walk_team = [&](std::int64_t i, std::int64_t c, const SlotRange& r, int team) {
+    // The kernel reads page ids ahead: before the length is known, from the
+    // team's first slot, and a few team slots past its range. Whatever it
+    // reads must lie in the table, and no slot it scores may be skipped.
+    const std::int64_t first = team_first_slot(p, c, team);
+    for (std::int64_t j = first; j < std::max(first, r.last) + 8 * teams; j += teams) {
+      if (slot_in_table(p, j) && slot_block(p, j) >= table_width) fail("table read past its width");
+      if (j < r.last && !slot_in_table(p, j)) fail("scored slot " + std::to_string(j) + " judged outside the table");
+    }
+    if (r.empty()) return;
+    for (std::int64_t j = first; j < r.last; j += teams) {
+      const std::int64_t page = slot_page(p, i, j);
+      if (page < 0 || page >= p.pages || page_offset(page) + kPageElems > p.pages * kPageElems)
+        fail("page " + std::to_string(page) + " outside the cache");
+      for (std::int64_t n = 0; n < p.tile_n; ++n) {
+        if (!tile_row_active(p, n)) continue;
+        const std::int64_t qo = tile_row_offset(p, i, n);
+        if (qo < 0 || qo + kHeadDim > q_elems) fail("query row outside idx_q");
+        const std::int64_t oo = out_slot_offset(p, out_row_offset(p, i, n), j);
+        if (oo < 0 || oo >= static_cast<std::int64_t>(w.writes.size())) {
+          fail("out offset " + std::to_string(oo) + " outside out");
+          continue;
+        }
+        ++w.writes[static_cast<std::size_t>(oo)];
+      }
+    }
+  };
   for (std::int64_t i = 0; i < g.grid_x; ++i)
     for (std::int64_t c = 0; c < g.grid_y; ++c) {
-      // The kernel reads page ids ahead: before the length is known, from
-      // the chunk's first slot, and a few slots past its range. Whatever it
-      // reads must lie in the table, and no slot it scores may be skipped.
-      const std::int64_t first = c * p.chunk;
       const SlotRange r = program_range(p, c, p.lens[i]);
-      for (std::int64_t j = first; j < std::max(first, r.last) + 8; ++j) {
-        if (slot_in_table(p, j) && slot_block(p, j) >= table_width) fail("table read past its width");
-        if (j < r.last && !slot_in_table(p, j)) fail("scored slot " + std::to_string(j) + " judged outside the table");
-      }
-      if (r.empty()) continue;
-      if (r.first < 0 || r.last > p.local) fail("slot range outside [0, L)");
-      for (std::int64_t j = r.first; j < r.last; ++j) {
-        const std::int64_t page = slot_page(p, i, j);
-        if (page < 0 || page >= p.pages || page_offset(page) + kPageElems > p.pages * kPageElems)
-          fail("page " + std::to_string(page) + " outside the cache");
-        for (std::int64_t n = 0; n < p.tile_n; ++n) {
-          if (!tile_row_active(p, n)) continue;
-          const std::int64_t qo = tile_row_offset(p, i, n);
-          if (qo < 0 || qo + kHeadDim > q_elems) fail("query row outside idx_q");
-          const std::int64_t oo = out_offset(p, i, n, j);
-          if (oo < 0 || oo >= static_cast<std::int64_t>(w.writes.size())) {
-            fail("out offset " + std::to_string(oo) + " outside out");
-            continue;
-          }
-          ++w.writes[static_cast<std::size_t>(oo)];
-        }
-      }
+      if (!r.empty() && (r.first < 0 || r.last > p.local)) fail("slot range outside [0, L)");
+      for (int team = 0; team < teams; ++team) walk_team(i, c, r, team);
     }
   return w;
 }
@@ -75,8 +80,10 @@ RC_GTEST_PROP(AddressPlan, WritesExactlyTheReferenceWrittenSetOnce, ()) {
   lim.forced_geometry = true;
   const Case c = *gen::genCase(lim);
   gen::classify(c);
+  const int teams = *rc::gen::inRange(1, 4);
+  RC_CLASSIFY(teams > 1, "several teams per program");
   auto s = test::score_case(c);
-  const Walk w = walk_launch(s.host);
+  const Walk w = walk_launch(s.host, teams);
   RC_ASSERT(w.problem == "");
   const ScoresView o = s.host.out_layout();
   std::vector<int> expected(w.writes.size(), 0);
@@ -85,6 +92,37 @@ RC_GTEST_PROP(AddressPlan, WritesExactlyTheReferenceWrittenSetOnce, ()) {
       for (std::int64_t j = 0; j < c.local(); ++j)
         if (s.ref.is_written(row, j)) expected[static_cast<std::size_t>(o.offset(h, row, j))] = 1;
   RC_ASSERT(w.writes == expected);
+}
+
+// The team count: one team wherever programs outnumber the SMs or a chunk
+// is one slot; otherwise the fewest teams (at most `most`) that make a
+// team's share of the chunk smallest.
+RC_GTEST_PROP(AddressPlan, TeamsSplitAChunkIntoItsSmallestShares, ()) {
+  const std::int64_t programs = *rc::gen::inRange<std::int64_t>(1, 2000), chunk = *rc::gen::inRange<std::int64_t>(1, 70);
+  const std::int64_t sms = *rc::gen::inRange<std::int64_t>(1, 300);
+  const int most = *rc::gen::inRange(1, 5);
+  const int t = program_teams(programs, chunk, sms, most);
+  RC_ASSERT(t >= 1);
+  RC_ASSERT(t <= most);
+  if (programs > sms || chunk == 1) RC_ASSERT(t == 1);
+  if (programs > sms) return;
+  const auto share = [chunk](std::int64_t teams) { return (chunk + teams - 1) / teams; };
+  for (int u = 1; u <= most; ++u) {
+    RC_ASSERT(share(t) <= share(u));
+    if (u < t) RC_ASSERT(share(u) > share(t));
+  }
+}
+
+TEST(AddressPlan, TeamCountsAtTheM3Shapes) {
+  // 132 SMs (H200): CHUNK 4 splits over two teams while the programs fit the SMs.
+  EXPECT_EQ(program_teams(16, 4, 132, 2), 2);   // batch 1, 32K
+  EXPECT_EQ(program_teams(128, 4, 132, 2), 2);  // batch 8, 32K
+  EXPECT_EQ(program_teams(512, 4, 132, 2), 1);  // batch 8, 128K
+  EXPECT_EQ(program_teams(16, 4, 132, 3), 2);   // a third team would not shorten 4 slots
+  EXPECT_EQ(program_teams(16, 8, 132, 3), 3);
+  EXPECT_EQ(program_teams(16, 1, 132, 2), 1);
+  EXPECT_EQ(program_teams(132, 4, 132, 2), 2);
+  EXPECT_EQ(program_teams(133, 4, 132, 2), 1);
 }
 
 RC_GTEST_PROP(AddressPlan, ReadsTheReferencePageOfEverySlot, ()) {

@@ -54,9 +54,10 @@ struct KernelVerdict {
 // the runner's stats hook).
 struct KernelStats {
   std::int64_t cases = 0, written = 0, neg_inf = 0;
+  std::int64_t one_team = 0, two_teams = 0;  // launches by teams per program
   double worst_ratio = 0;
   std::string worst_case;
-  void add(const Case& c, const CompareReport& r);
+  void add(const Case& c, const CompareReport& r, int teams);
   std::string str() const;
 };
 KernelStats& kernel_stats();

@@ -115,7 +115,9 @@ inline rc::Gen<GeometryOverride> genGeometry(std::int64_t local) {
     const std::int64_t needed = ceil_div(L, chunk);
     const std::int64_t extra = *rc::gen::weightedOneOf<std::int64_t>(
         {{3, rc::gen::just<std::int64_t>(0)}, {1, rc::gen::inRange<std::int64_t>(1, 4)}});
-    return GeometryOverride{chunk, needed + extra};
+    // Teams: the kernel's choice (0) or one or two (what the HIP kernel supports).
+    const std::int64_t teams = *rc::gen::element<std::int64_t>(0, 0, 1, 2);
+    return GeometryOverride{chunk, needed + extra, teams};
   });
 }
 

@@ -53,6 +53,8 @@ TEST_F(Kernel, MatchesReferenceUnderForcedChunkings) {
     RC_CLASSIFY(c.geometry->chunk == 1, "CHUNK = 1");
     RC_CLASSIFY(c.geometry->chunk >= c.local(), "CHUNK >= L");
     RC_CLASSIFY(c.geometry->grid_y * c.geometry->chunk >= c.local() + c.geometry->chunk, "extra programs");
+    RC_CLASSIFY(c.geometry->teams == 0, "teams: the launcher's choice");
+    RC_CLASSIFY(c.geometry->teams == 2, "teams: two, forced");
     assert_matches(c);
   });
 }
@@ -173,6 +175,50 @@ TEST_F(Kernel, MissingOrShortOutScoresIntoAFreshBufferAndSaysSo) {
   ASSERT_NE(r.fresh.data, nullptr);
   EXPECT_EQ(r.fresh.slots, 2);
   EXPECT_EQ(dev.download_out(), host.out) << "the short out was written";
+}
+
+// Splitting programs into teams changes who scores a slot, never a value:
+// bitwise the same out with one team and with two, at a chunking where
+// the teams' shares differ (CHUNK 5: three slots and two).
+TEST_F(Kernel, TeamsDoNotChangeTheScores) {
+  Case c;
+  c.label = "teams_do_not_change_scores";
+  c.seed = 5;
+  c.heads = 2;
+  c.world = 2;
+  c.rank = 1;
+  c.max_seq_len = 4096;
+  c.seq_lens = {4000, 2500};
+  c.pages = 64;
+  c.table_width = c.table_row_stride = 32;
+  c.block_table.assign(64, 0);
+  for (std::size_t e = 0; e < c.block_table.size(); ++e) c.block_table[e] = static_cast<std::int32_t>((e * 7) % 64);
+  std::vector<std::vector<float>> outs;
+  for (std::int64_t teams : {1, 2}) {
+    c.geometry = GeometryOverride{5, 4, teams};
+    HostCase host = materialize(c.resolved());
+    LaunchResult r;
+    outs.push_back(test::run_kernel(host, nullptr, &r));
+    EXPECT_EQ(r.teams, teams);
+    const auto v = check_kernel(c.resolved());
+    EXPECT_TRUE(v.report.ok()) << v.str();
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+}
+
+TEST_F(Kernel, UnsupportedTeamCountsAreRejected) {
+  Case c = upstream_two_requests(0);
+  HostCase host = materialize(c);
+  test::DeviceCase dev(host);
+  for (std::int64_t teams : {std::int64_t{-1}, std::int64_t{max_teams()} + 1}) {
+    try {
+      indexer_context_scores(dev.args, nullptr, GeometryOverride{1, 2, teams});
+      FAIL() << "teams " << teams << " accepted";
+    } catch (const ContractError& e) {
+      EXPECT_EQ(e.clause(), Clause::geometry_override);
+      EXPECT_NE(std::string(e.what()).find("geometry.teams: got " + std::to_string(teams)), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(Kernel, HostTensorsAreRejected) {

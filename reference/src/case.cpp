@@ -61,7 +61,10 @@ std::string Case::str() const {
   s << " q_strides=(" << q_token_stride << "," << q_head_stride << ",1)"
     << " out=[" << heads << "," << out_rows << "," << out_slots << "](" << out_head_stride << ","
     << out_row_stride << "," << out_slot_stride << ")";
-  if (geometry) s << " geometry=chunk" << geometry->chunk << "/grid_y" << geometry->grid_y;
+  if (geometry) {
+    s << " geometry=chunk" << geometry->chunk << "/grid_y" << geometry->grid_y;
+    if (geometry->teams > 0) s << "/teams" << geometry->teams;
+  }
   s << "}";
   return s.str();
 }
