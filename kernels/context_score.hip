@@ -24,14 +24,19 @@ using namespace tile;
 CTXSCORE_HD inline std::int64_t staged_rows(std::int64_t heads, std::int64_t query_len) {
   return ceil_div(heads * query_len, 16) * 16;
 }
+// The query tile's order (matrix_tile.hpp): step-major where the kernel has
+// the registers for it, with more than one team.
+template <int kTeams>
+using TeamsLayout = QueryLayout<(kTeams > 1)>;
+
 // Dynamic shared memory: the teams' page rings (NVIDIA), then per tile row
 // its query, its causal cutoff, its output offset, and per team each wave's
 // partial maxima for two slots.
-inline constexpr std::size_t kBytesPerRow = kSmemRowWords * 4 + 8 + 8;
 inline constexpr std::size_t kPartialBytesPerRow = 2 * kWaves * 4;
 std::size_t shared_bytes(std::int64_t rows, int teams) {
+  const std::size_t row_words = teams > 1 ? TeamsLayout<2>::kRowWords : TeamsLayout<1>::kRowWords;
   return teams * (kRingBytes + static_cast<std::size_t>(rows) * kPartialBytesPerRow) +
-         static_cast<std::size_t>(rows) * kBytesPerRow;
+         static_cast<std::size_t>(rows) * (row_words * 4 + 8 + 8);
 }
 
 // The scores of one slot for every active row: the max over the waves'
@@ -52,14 +57,32 @@ __device__ inline float* slot_partials(float* partial, std::int64_t j, int rows)
   return partial + static_cast<int>((j / kTeams) & 1) * kWaves * rows;
 }
 
+// 16-byte chunk v of query tile row n (dims 8v .. 8v + 7); zero past H·QL.
+__device__ inline uint4 query_chunk(const ScoreParams& p, std::int64_t request, int n, int v, int active) {
+  if (n >= active) return make_uint4(0, 0, 0, 0);
+  return reinterpret_cast<const uint4*>(p.q + tile_row_offset(p, request, n))[v];
+}
+// The thread's chunk of the query tile's first staging round (aligned rows).
+__device__ inline uint4 first_query_chunk(const ScoreParams& p, std::int64_t request) {
+  const int k = static_cast<int>(threadIdx.x), rows = static_cast<int>(staged_rows(p.heads, p.query_len));
+  if (!p.q_rows_aligned || k >= rows * 16) return make_uint4(0, 0, 0, 0);
+  return query_chunk(p, request, k / 16, k % 16, static_cast<int>(tile_active_rows(p)));
+}
+
 // kTeams teams of kThreads threads; the SM holds kTeamsPerSM teams at the
 // register budget their rings are sized for, however they are grouped.
 template <int kTeams>
 __global__ __launch_bounds__(kThreads * kTeams, kTeamsPerSM / kTeams) void context_score_kernel(ScoreParams p) {
   extern __shared__ uint4 smem[];
   const std::int64_t request = blockIdx.x;
+  using QLayout = TeamsLayout<kTeams>;
   const int team = kTeams == 1 ? 0 : static_cast<int>(threadIdx.x) / kThreads;
   const std::int64_t first = team_first_slot(p, blockIdx.y, team);
+  // With two teams, the query tile's first round of loads flies with the
+  // page ids and the length: three memory latencies at the start become
+  // one. The one-team kernel, at its register cap, loads it after.
+  uint4 q0 = make_uint4(0, 0, 0, 0);
+  if constexpr (kTeams > 1) q0 = first_query_chunk(p, request);
   PageStream<kTeams> pages(smem, p, request, first, team);
   const std::int64_t len = p.lens[request];
   const SlotRange range = program_range(p, blockIdx.y, len);
@@ -70,32 +93,35 @@ __global__ __launch_bounds__(kThreads * kTeams, kTeamsPerSM / kTeams) void conte
   // int; registers are what bound the programs per SM.
   const int rows = static_cast<int>(staged_rows(p.heads, p.query_len));
   const int active = static_cast<int>(tile_active_rows(p));
-  std::uint32_t* q_tile = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(smem) + kTeams * kRingBytes);  // [rows][kSmemRowWords]
-  std::int64_t* cutoff = reinterpret_cast<std::int64_t*>(q_tile + rows * kSmemRowWords);  // [rows]
+  const int all = static_cast<int>(blockDim.x), k0 = static_cast<int>(threadIdx.x);
+
+  std::uint32_t* q_tile = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(smem) + kTeams * kRingBytes);  // [rows][QLayout::kRowWords]
+  std::int64_t* cutoff = reinterpret_cast<std::int64_t*>(q_tile + rows * QLayout::kRowWords);  // [rows]
   std::int64_t* row_out = cutoff + rows;  // [rows]: out offset of the row's slot 0
   float* partial = reinterpret_cast<float*>(row_out + rows) + team * 2 * kWaves * rows;  // [slot parity][kWaves][rows]
   const int tid = static_cast<int>(threadIdx.x) % kThreads, lane = tid % kWave, wave = tid / kWave;
 
-  // Every team stages the tile together; rows past H·QL are zero and never
-  // stored. Free strides need not keep rows 16-byte aligned: such launches
-  // load by pairs.
-  const int all = static_cast<int>(blockDim.x);
+  // Every team stages the tile together, in the MMA steps' word order
+  // (matrix_tile.hpp); rows past H·QL are zero and never stored. Free
+  // strides need not keep rows 16-byte aligned: such launches load by pairs.
   if (p.q_rows_aligned) {
-    for (int k = static_cast<int>(threadIdx.x); k < rows * 16; k += all) {
+    for (int k = k0; k < rows * 16; k += all) {
       const int n = k / 16, v = k % 16;
-      uint4 x = make_uint4(0, 0, 0, 0);
-      if (n < active) x = reinterpret_cast<const uint4*>(p.q + tile_row_offset(p, request, n))[v];
-      reinterpret_cast<uint4*>(q_tile + n * kSmemRowWords)[v] = x;
+      const uint4 x = kTeams > 1 && k == k0 ? q0 : query_chunk(p, request, n, v, active);
+      // Words 4v, 4v + 1 and 4v + 2, 4v + 3 are pairs of one step each.
+      std::uint32_t* row = q_tile + n * QLayout::kRowWords;
+      *reinterpret_cast<uint2*>(row + QLayout::tile_word(4 * v)) = make_uint2(x.x, x.y);
+      *reinterpret_cast<uint2*>(row + QLayout::tile_word(4 * v + 2)) = make_uint2(x.z, x.w);
     }
   } else {
-    for (int k = static_cast<int>(threadIdx.x); k < rows * kRowWords; k += all) {
+    for (int k = k0; k < rows * kRowWords; k += all) {
       const int n = k / kRowWords, w = k % kRowWords;
       std::uint32_t x = 0;
       if (n < active) {
         const std::uint16_t* src = p.q + tile_row_offset(p, request, n) + 2 * w;
         x = static_cast<std::uint32_t>(src[0]) | (static_cast<std::uint32_t>(src[1]) << 16);
       }
-      q_tile[n * kSmemRowWords + w] = x;
+      q_tile[n * QLayout::kRowWords + QLayout::tile_word(w)] = x;
     }
   }
   // The row's address arithmetic (64-bit divisions by H) once per program,
@@ -126,7 +152,7 @@ __global__ __launch_bounds__(kThreads * kTeams, kTeamsPerSM / kTeams) void conte
       for (int t = 0; t < kTilesPerWave; ++t)
 #pragma unroll
         for (int e = 0; e < kAccElems; ++e) acc[t].v[e] = 0.0f;
-      mma_tiles(acc, q_tile, mt, lane, b);
+      mma_tiles<QLayout>(acc, q_tile, mt, lane, b);
       // Limits lie in [0, 128]: 32 bits (registers are what bound the
       // programs per SM).
       int limit[kAccRows];

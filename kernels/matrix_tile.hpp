@@ -20,8 +20,28 @@ inline constexpr int kThreads = 256;
 inline constexpr int kWave = CTXSCORE_WAVE;
 inline constexpr int kWaves = kThreads / kWave;
 inline constexpr int kRowWords = 64;            // u32 words (bf16 pairs) per 128-dim row
-inline constexpr int kSmemRowWords = kRowWords + 4;  // +16 B per row against bank conflicts
 inline constexpr int kSteps = 8;                // 8 MMA steps of k = 16 over 128 dims
+
+// The query tile in shared memory. Word w of a row (dims 2w, 2w + 1) is read
+// by lane chunk c = w / 16 at MMA step s = w % 16 / 2; a step reads two
+// words per lane, from step_word(c, s). Two orders:
+// - chunk-major, as the row lies in memory, rows 68 words apart: a step's
+//   8-byte reads hit each bank twice (chunks 0 and 2 share banks);
+// - step-major: a row stores step s's words of chunks 0..3 side by side,
+//   rows 72 words apart (288 B, 32 past a multiple of 128), so the sixteen
+//   lanes of each 8-byte read phase (four rows) hit 32 distinct banks.
+// Step-major halves the tile's shared-memory traffic but costs the one-team
+// kernel, at its 80-register cap, spilled registers (measured slower on the
+// large shapes); the two-team kernel has room for it (see context_score.hip).
+template <bool kStepMajor>
+struct QueryLayout {
+  static constexpr int kRowWords = kStepMajor ? 72 : 68;
+  __device__ static constexpr int step_word(int chunk, int step) {
+    return kStepMajor ? step * 8 + 2 * chunk : chunk * 16 + 2 * step;
+  }
+  __device__ static constexpr int tile_word(int w) { return step_word(w / 16, w % 16 / 2) + w % 2; }
+};
+inline constexpr int kSmemRowWordsMost = QueryLayout<true>::kRowWords;
 
 #if defined(CTXSCORE_PLATFORM_CUDA)
 
@@ -38,10 +58,10 @@ struct Accum {
 };
 
 // One step's two query words, read where the step runs rather than all
-// sixteen hoisted ahead of the loop and held in registers at once.
-__device__ inline uint2 load_step(const std::uint32_t* p) {
+// sixteen hoisted ahead of the loop and held in registers at once. The
+// address is a 32-bit shared one: a row's base plus constants per step.
+__device__ inline uint2 load_step(unsigned addr) {
   uint2 v;
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
   return v;
 }
@@ -55,13 +75,16 @@ __device__ inline std::uint32_t word(const uint4& chunk, int w) {
 // from shared memory when it runs, so one step's are live at a time (the
 // register budget holds three programs per SM); the page's words are the
 // lane's own registers.
+template <class Layout>
 __device__ inline void mma_tiles(Accum* acc, const std::uint32_t* q_tile, int m, int lane, const PageFrags& b) {
   const int g = lane >> 2, c = lane & 3;
-  const std::uint32_t* r0 = q_tile + (m * 16 + g) * kSmemRowWords + 16 * c;  // row g: the lane's 32 dims
-  const std::uint32_t* r1 = r0 + 8 * kSmemRowWords;                            // row g + 8
+  // Row g at the lane's chunk; row g + 8 and each step add constants.
+  const unsigned r0 =
+      static_cast<unsigned>(__cvta_generic_to_shared(q_tile + (m * 16 + g) * Layout::kRowWords + Layout::step_word(c, 0)));
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
-    const uint2 lo = load_step(r0 + 2 * s), hi = load_step(r1 + 2 * s);
+    const uint2 lo = load_step(r0 + 4 * Layout::step_word(0, s));
+    const uint2 hi = load_step(r0 + 4 * (Layout::step_word(0, s) + 8 * Layout::kRowWords));
 #pragma unroll
     for (int t = 0; t < kTilesPerWave; ++t) {
       const uint4& chunk = b[t][s >> 1];
@@ -111,11 +134,12 @@ __device__ inline bf16x4_t step_operand(uint2 w) {
 
 // As on NVIDIA: query words read per step from shared memory, page words
 // from the lane's registers.
+template <class Layout>
 __device__ inline void mma_tiles(Accum* acc, const std::uint32_t* q_tile, int m, int lane, const PageFrags& b) {
-  const std::uint32_t* r = q_tile + (m * 16 + (lane & 15)) * kSmemRowWords + 16 * (lane >> 4);
+  const std::uint32_t* r = q_tile + (m * 16 + (lane & 15)) * Layout::kRowWords + Layout::step_word(lane >> 4, 0);
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
-    const bf16x4_t a = step_operand(reinterpret_cast<const uint2*>(r)[s]);
+    const bf16x4_t a = step_operand(*reinterpret_cast<const uint2*>(r + Layout::step_word(0, s)));
 #pragma unroll
     for (int t = 0; t < kTilesPerWave; ++t) {
       const uint4& chunk = b[t][s >> 1];
