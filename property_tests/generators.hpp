@@ -29,6 +29,7 @@ struct CaseLimits {
   std::int64_t max_pages = 12;
   bool strided_layouts = true;   // padded query/table strides, larger permuted `out`
   bool forced_geometry = false;  // explicit chunkings (kernel-side only)
+  std::int64_t max_teams = 2;    // forced team counts drawn up to this (the kernel's max_teams())
   // Keeps the reference's work and the out buffer in budget: at most this
   // many (row, block) pairs reached, this many elements of out.
   std::int64_t max_work = std::int64_t{1} << 14;
@@ -104,9 +105,9 @@ inline rc::Gen<std::vector<std::int32_t>> genPageTable(std::int64_t batch, std::
 
 // An explicit chunking of `local` slots: CHUNK = 1, CHUNK >= L, any CHUNK,
 // and grids with extra programs that must only return.
-inline rc::Gen<GeometryOverride> genGeometry(std::int64_t local) {
+inline rc::Gen<GeometryOverride> genGeometry(std::int64_t local, std::int64_t max_teams) {
   const std::int64_t L = std::max<std::int64_t>(local, 1);
-  return rc::gen::exec([L] {
+  return rc::gen::exec([L, max_teams] {
     const std::int64_t chunk = *rc::gen::weightedOneOf<std::int64_t>({
         {1, rc::gen::just<std::int64_t>(1)},
         {1, rc::gen::inRange<std::int64_t>(L, 2 * L + 2)},
@@ -115,8 +116,9 @@ inline rc::Gen<GeometryOverride> genGeometry(std::int64_t local) {
     const std::int64_t needed = ceil_div(L, chunk);
     const std::int64_t extra = *rc::gen::weightedOneOf<std::int64_t>(
         {{3, rc::gen::just<std::int64_t>(0)}, {1, rc::gen::inRange<std::int64_t>(1, 4)}});
-    // Teams: the kernel's choice (0) or one or two (what the HIP kernel supports).
-    const std::int64_t teams = *rc::gen::element<std::int64_t>(0, 0, 1, 2);
+    // Teams: half the kernel's choice (0), half a count it supports.
+    const std::int64_t teams = *rc::gen::weightedOneOf<std::int64_t>(
+        {{1, rc::gen::just<std::int64_t>(0)}, {1, rc::gen::inRange<std::int64_t>(1, max_teams + 1)}});
     return GeometryOverride{chunk, needed + extra, teams};
   });
 }
@@ -183,7 +185,7 @@ inline rc::Gen<Case> genCase(const CaseLimits& lim) {
       c.q_token_stride = c.heads * c.q_head_stride + *rc::gen::element<std::int64_t>(0, 8, 5);
     }
     if (lim.strided_layouts && *rc::gen::inRange(0, 2)) genOutLayout(c);
-    if (lim.forced_geometry && *rc::gen::inRange(0, 2)) c.geometry = *genGeometry(c.local());
+    if (lim.forced_geometry && *rc::gen::inRange(0, 2)) c.geometry = *genGeometry(c.local(), lim.max_teams);
     return c.resolved();
   });
 }

@@ -28,6 +28,7 @@ std::vector<Backend> all_backends() {
 #ifdef CTXSCORE_HAVE_HIP_BACKEND
   hip.unavailable = test::gpu_absence_reason();
   hip.run = [](HostCase& h) { return test::run_kernel(h); };
+  hip.fuzz_limits.max_teams = max_teams();
 #else
   hip.unavailable = "this build has no GPU backend (configure with CTXSCORE_CUDA=ON)";
 #endif
