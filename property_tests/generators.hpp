@@ -37,9 +37,11 @@ struct CaseLimits {
 };
 
 // The GPU suite's (and `ctxscore fuzz --backend hip`'s) limits: the
-// issue's layout ranges, with a budget that keeps the reference in pace.
-inline CaseLimits gpu_case_limits() {
+// issue's layout ranges, with a budget that keeps the reference in pace;
+// forced team counts up to `max_teams` (the kernel's max_teams() where one runs).
+inline CaseLimits gpu_case_limits(std::int64_t max_teams = 2) {
   CaseLimits lim;
+  lim.max_teams = max_teams;
   lim.max_batch = 64;
   lim.max_heads = 16;
   lim.max_query_len = 8;

@@ -29,13 +29,6 @@ class Kernel : public ::testing::Test {
   }
 };
 
-// The GPU suite's limits, forcing no more teams than this platform's kernel has.
-gen::CaseLimits kernel_limits() {
-  gen::CaseLimits lim = gen::gpu_case_limits();
-  lim.max_teams = max_teams();
-  return lim;
-}
-
 // Asserts the kernel matches, recording the case for the fixture on failure.
 void assert_matches(const Case& c) {
   const test::KernelVerdict v = check_kernel(c);
@@ -47,7 +40,7 @@ void assert_matches(const Case& c) {
 
 TEST_F(Kernel, MatchesReferenceOnRandomLayouts) {
   test::run_property(300, [] {
-    const Case c = *gen::genCase(kernel_limits());
+    const Case c = *gen::genCase(gen::gpu_case_limits(max_teams()));
     gen::classify(c);
     assert_matches(c);
   });
@@ -55,7 +48,7 @@ TEST_F(Kernel, MatchesReferenceOnRandomLayouts) {
 
 TEST_F(Kernel, MatchesReferenceUnderForcedChunkings) {
   test::run_property(200, [] {
-    Case c = *gen::genCase(kernel_limits());
+    Case c = *gen::genCase(gen::gpu_case_limits(max_teams()));
     c.geometry = *gen::genGeometry(c.local(), max_teams());
     RC_CLASSIFY(c.geometry->chunk == 1, "CHUNK = 1");
     RC_CLASSIFY(c.geometry->chunk >= c.local(), "CHUNK >= L");
@@ -68,7 +61,7 @@ TEST_F(Kernel, MatchesReferenceUnderForcedChunkings) {
 
 TEST_F(Kernel, MatchesReferenceOnTheM3Shapes) {
   test::run_property(100, [] {
-    gen::CaseLimits lim = kernel_limits();
+    gen::CaseLimits lim = gen::gpu_case_limits(max_teams());
     lim.min_heads = lim.max_heads = 4;
     lim.min_world = lim.max_world = 4;
     lim.min_query_len = lim.max_query_len = *rc::gen::element<std::int64_t>(1, 4);

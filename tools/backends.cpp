@@ -24,12 +24,12 @@ std::vector<Backend> all_backends() {
   hip.name = "hip";
   hip.oracle = [](const ScoreArgs& a) { return score_shard(a); };
   hip.oracle_name = "reference";
-  hip.fuzz_limits = gen::gpu_case_limits();
 #ifdef CTXSCORE_HAVE_HIP_BACKEND
+  hip.fuzz_limits = gen::gpu_case_limits(max_teams());
   hip.unavailable = test::gpu_absence_reason();
   hip.run = [](HostCase& h) { return test::run_kernel(h); };
-  hip.fuzz_limits.max_teams = max_teams();
 #else
+  hip.fuzz_limits = gen::gpu_case_limits();
   hip.unavailable = "this build has no GPU backend (configure with CTXSCORE_CUDA=ON)";
 #endif
   v.push_back(hip);
