@@ -38,15 +38,41 @@ CTXSCORE_HD inline SlotRange program_range(const ScoreParams& p, std::int64_t ch
 CTXSCORE_HD inline std::int64_t team_first_slot(const ScoreParams& p, std::int64_t chunk_index, int team) {
   return chunk_index * p.chunk + team;
 }
-// Teams per program. One where the launch has more programs than the device
-// has multiprocessors (several one-team programs then share each); otherwise
-// the fewest, at most `most`, that make a team's share of the chunk smallest,
-// so that a launch of few programs scores their slots side by side.
-inline int program_teams(std::int64_t programs, std::int64_t chunk, std::int64_t multiprocessors, int most) {
-  if (programs > multiprocessors || most <= 1 || chunk <= 1) return 1;
-  int t = static_cast<int>(min64(most, chunk));
-  while (t > 1 && ceil_div(chunk, t - 1) == ceil_div(chunk, t)) --t;
-  return t;
+// How a launch's programs run: thread teams per program and pages in each
+// team's ring (page_stream.hpp).
+struct KernelShape {
+  int teams = 1;
+  int ring_pages = 1;
+};
+// What a platform's kernel offers: a program's teams share one SM, so
+// teams × ring pages is bounded; one-page teams per SM set how many one-team
+// programs are resident at once.
+struct KernelLimits {
+  int most_teams = 1;
+  int most_ring_pages = 1;
+  int one_page_teams_per_sm = 1;
+};
+CTXSCORE_HD constexpr bool shape_supported(KernelShape k, const KernelLimits& lim) {
+  return k.teams >= 1 && k.ring_pages >= 1 && k.ring_pages <= lim.most_ring_pages &&
+         k.teams * k.ring_pages <= lim.most_teams;
+}
+// The launcher's choice (PERF.md has the measurements behind it):
+// - no more programs than multiprocessors: one program per SM, so its slots
+//   are split over the fewest teams (one-page rings) that make a team's
+//   share of the chunk smallest, and score side by side;
+// - up to two waves of one-page programs: one team, one-page rings, so that
+//   four programs share an SM and the launch has no straggling wave;
+// - longer launches: one team, two-page rings; the steady stream decides,
+//   and a page in flight beside each one scored streams faster.
+inline KernelShape choose_kernel_shape(std::int64_t programs, std::int64_t chunk, std::int64_t multiprocessors,
+                                       const KernelLimits& lim) {
+  if (programs <= multiprocessors && chunk > 1 && lim.most_teams > 1) {
+    int t = static_cast<int>(min64(lim.most_teams, chunk));
+    while (t > 1 && ceil_div(chunk, t - 1) == ceil_div(chunk, t)) --t;
+    return {t, 1};
+  }
+  if (shape_supported({1, 2}, lim) && programs > 2 * lim.one_page_teams_per_sm * multiprocessors) return {1, 2};
+  return {1, 1};
 }
 CTXSCORE_HD inline std::int64_t slot_block(const ScoreParams& p, std::int64_t slot) {
   return block_of_slot(slot, p.rank, p.world);

@@ -24,19 +24,16 @@ using namespace tile;
 CTXSCORE_HD inline std::int64_t staged_rows(std::int64_t heads, std::int64_t query_len) {
   return ceil_div(heads * query_len, 16) * 16;
 }
-// The query tile's order (matrix_tile.hpp): step-major where the kernel has
-// the registers for it, with more than one team.
-template <int kTeams>
-using TeamsLayout = QueryLayout<(kTeams > 1)>;
+// The shapes this platform's kernel has (page_stream.hpp).
+inline constexpr KernelLimits kLimits{kMaxTeams, kMaxRingPages, teams_per_sm(1)};
 
 // Dynamic shared memory: the teams' page rings (NVIDIA), then per tile row
 // its query, its causal cutoff, its output offset, and per team each wave's
 // partial maxima for two slots.
 inline constexpr std::size_t kPartialBytesPerRow = 2 * kWaves * 4;
-std::size_t shared_bytes(std::int64_t rows, int teams) {
-  const std::size_t row_words = teams > 1 ? TeamsLayout<2>::kRowWords : TeamsLayout<1>::kRowWords;
-  return teams * (kRingBytes + static_cast<std::size_t>(rows) * kPartialBytesPerRow) +
-         static_cast<std::size_t>(rows) * (row_words * 4 + 8 + 8);
+std::size_t shared_bytes(std::int64_t rows, KernelShape k) {
+  return k.teams * (ring_bytes(k.ring_pages) + static_cast<std::size_t>(rows) * kPartialBytesPerRow) +
+         static_cast<std::size_t>(rows) * (QueryLayout::kRowWords * 4 + 4 + 8);
 }
 
 // The scores of one slot for every active row: the max over the waves'
@@ -69,21 +66,22 @@ __device__ inline uint4 first_query_chunk(const ScoreParams& p, std::int64_t req
   return query_chunk(p, request, k / 16, k % 16, static_cast<int>(tile_active_rows(p)));
 }
 
-// kTeams teams of kThreads threads; the SM holds kTeamsPerSM teams at the
-// register budget their rings are sized for, however they are grouped.
-template <int kTeams>
-__global__ __launch_bounds__(kThreads * kTeams, kTeamsPerSM / kTeams) void context_score_kernel(ScoreParams p) {
+// kTeams teams of kThreads threads, each with a ring of kRingPages pages;
+// the SM holds teams_per_sm(kRingPages) teams at the register budget their
+// rings are sized for, however they are grouped.
+template <int kTeams, int kRingPages>
+__global__ __launch_bounds__(kThreads* kTeams, teams_per_sm(kRingPages) / kTeams) void context_score_kernel(ScoreParams p) {
+  static_assert(shape_supported({kTeams, kRingPages}, kLimits), "the program's rings fit one SM");
   extern __shared__ uint4 smem[];
   const std::int64_t request = blockIdx.x;
-  using QLayout = TeamsLayout<kTeams>;
   const int team = kTeams == 1 ? 0 : static_cast<int>(threadIdx.x) / kThreads;
   const std::int64_t first = team_first_slot(p, blockIdx.y, team);
-  // With two teams, the query tile's first round of loads flies with the
-  // page ids and the length: three memory latencies at the start become
+  // With several teams, the query tile's first round of loads flies with
+  // the page ids and the length: three memory latencies at the start become
   // one. The one-team kernel, at its register cap, loads it after.
   uint4 q0 = make_uint4(0, 0, 0, 0);
   if constexpr (kTeams > 1) q0 = first_query_chunk(p, request);
-  PageStream<kTeams> pages(smem, p, request, first, team);
+  PageStream<kTeams, kRingPages> pages(smem, p, request, first, team);
   const std::int64_t len = p.lens[request];
   const SlotRange range = program_range(p, blockIdx.y, len);
   if (range.empty()) return;
@@ -95,9 +93,10 @@ __global__ __launch_bounds__(kThreads * kTeams, kTeamsPerSM / kTeams) void conte
   const int active = static_cast<int>(tile_active_rows(p));
   const int all = static_cast<int>(blockDim.x), k0 = static_cast<int>(threadIdx.x);
 
-  std::uint32_t* q_tile = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(smem) + kTeams * kRingBytes);  // [rows][QLayout::kRowWords]
-  std::int64_t* cutoff = reinterpret_cast<std::int64_t*>(q_tile + rows * QLayout::kRowWords);  // [rows]
-  std::int64_t* row_out = cutoff + rows;  // [rows]: out offset of the row's slot 0
+  std::uint32_t* q_tile = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(smem) + kTeams * ring_bytes(kRingPages));  // [rows][QueryLayout::kRowWords]
+  // Cutoffs lie in (−QL, len]: 32 bits.
+  std::int32_t* cutoff = reinterpret_cast<std::int32_t*>(q_tile + rows * QueryLayout::kRowWords);  // [rows]
+  std::int64_t* row_out = reinterpret_cast<std::int64_t*>(cutoff + rows);  // [rows]: out offset of the row's slot 0
   float* partial = reinterpret_cast<float*>(row_out + rows) + team * 2 * kWaves * rows;  // [slot parity][kWaves][rows]
   const int tid = static_cast<int>(threadIdx.x) % kThreads, lane = tid % kWave, wave = tid / kWave;
 
@@ -109,9 +108,9 @@ __global__ __launch_bounds__(kThreads * kTeams, kTeamsPerSM / kTeams) void conte
       const int n = k / 16, v = k % 16;
       const uint4 x = kTeams > 1 && k == k0 ? q0 : query_chunk(p, request, n, v, active);
       // Words 4v, 4v + 1 and 4v + 2, 4v + 3 are pairs of one step each.
-      std::uint32_t* row = q_tile + n * QLayout::kRowWords;
-      *reinterpret_cast<uint2*>(row + QLayout::tile_word(4 * v)) = make_uint2(x.x, x.y);
-      *reinterpret_cast<uint2*>(row + QLayout::tile_word(4 * v + 2)) = make_uint2(x.z, x.w);
+      std::uint32_t* row = q_tile + n * QueryLayout::kRowWords;
+      *reinterpret_cast<uint2*>(row + QueryLayout::tile_word(4 * v)) = make_uint2(x.x, x.y);
+      *reinterpret_cast<uint2*>(row + QueryLayout::tile_word(4 * v + 2)) = make_uint2(x.z, x.w);
     }
   } else {
     for (int k = k0; k < rows * kRowWords; k += all) {
@@ -121,13 +120,13 @@ __global__ __launch_bounds__(kThreads * kTeams, kTeamsPerSM / kTeams) void conte
         const std::uint16_t* src = p.q + tile_row_offset(p, request, n) + 2 * w;
         x = static_cast<std::uint32_t>(src[0]) | (static_cast<std::uint32_t>(src[1]) << 16);
       }
-      q_tile[n * QLayout::kRowWords + QLayout::tile_word(w)] = x;
+      q_tile[n * QueryLayout::kRowWords + QueryLayout::tile_word(w)] = x;
     }
   }
   // The row's address arithmetic (64-bit divisions by H) once per program,
   // not once per slot.
-  for (int n = static_cast<int>(threadIdx.x); n < rows; n += all) {
-    cutoff[n] = tile_row_cutoff(p, len, n);
+  for (int n = k0; n < rows; n += all) {
+    cutoff[n] = static_cast<std::int32_t>(tile_row_cutoff(p, len, n));
     row_out[n] = n < active ? out_row_offset(p, request, n) : 0;
   }
   __syncthreads();  // the staged tile is every team's
@@ -142,9 +141,7 @@ __global__ __launch_bounds__(kThreads * kTeams, kTeamsPerSM / kTeams) void conte
   for (; j < range.last; j += kTeams) {
     pages.advance(j);  // the team's barrier: page j and the previous slot's maxima are visible to it
     float* part = slot_partials<kTeams>(partial, j, rows);
-    PageFrags b;
-    pages.fragments(j, wave, lane, b);
-    pages.release(j);
+    const auto page = [&](int t, int v) { return pages.fragment(j, wave, lane, t, v); };
     const std::int64_t block = slot_block(p, j);
     for (int mt = 0; mt < m_tiles; ++mt) {
       Accum acc[kTilesPerWave];
@@ -152,7 +149,7 @@ __global__ __launch_bounds__(kThreads * kTeams, kTeamsPerSM / kTeams) void conte
       for (int t = 0; t < kTilesPerWave; ++t)
 #pragma unroll
         for (int e = 0; e < kAccElems; ++e) acc[t].v[e] = 0.0f;
-      mma_tiles<QLayout>(acc, q_tile, mt, lane, b);
+      mma_tiles(acc, q_tile, mt, lane, page);
       // Limits lie in [0, 128]: 32 bits (registers are what bound the
       // programs per SM).
       int limit[kAccRows];
@@ -178,6 +175,7 @@ __global__ __launch_bounds__(kThreads * kTeams, kTeamsPerSM / kTeams) void conte
         if (row_leader(lane)) part[wave * rows + mt * 16 + acc_row(lane, acc_row_element(r))] = m;
       }
     }
+    pages.release(j);  // the team has read page j
     if (j > first) store_slot(p, j - kTeams, row_out, slot_partials<kTeams>(partial, j - kTeams, rows), rows, active, tid);
   }
   team_barrier(team);
@@ -185,14 +183,23 @@ __global__ __launch_bounds__(kThreads * kTeams, kTeamsPerSM / kTeams) void conte
   store_slot(p, j, row_out, slot_partials<kTeams>(partial, j, rows), rows, active, tid);
 }
 
-// The kernel of `teams` teams, 1 ≤ teams ≤ kMaxTeams.
+// The kernel instance of a supported shape: teams 1..kMaxTeams with
+// one-page rings, and 1..kMaxTeams / 2 with two-page ones.
 using KernelFn = void (*)(ScoreParams);
-template <std::size_t... I>
-KernelFn kernel_of(int teams, std::index_sequence<I...>) {
-  constexpr KernelFn kernels[] = {&context_score_kernel<static_cast<int>(I) + 1>...};
-  return kernels[teams - 1];
+template <int kTeams, int kRingPages>
+constexpr KernelFn kernel_if_supported() {
+  if constexpr (shape_supported({kTeams, kRingPages}, kLimits))
+    return &context_score_kernel<kTeams, kRingPages>;
+  else
+    return nullptr;
 }
-KernelFn kernel_of(int teams) { return kernel_of(teams, std::make_index_sequence<kMaxTeams>{}); }
+template <std::size_t... I>
+KernelFn kernel_of(KernelShape k, std::index_sequence<I...>) {
+  constexpr KernelFn one_page[] = {kernel_if_supported<static_cast<int>(I) + 1, 1>()...};
+  constexpr KernelFn two_pages[] = {kernel_if_supported<static_cast<int>(I) + 1, 2>()...};
+  return (k.ring_pages == 1 ? one_page : two_pages)[k.teams - 1];
+}
+KernelFn kernel_of(KernelShape k) { return kernel_of(k, std::make_index_sequence<kMaxTeams>{}); }
 
 void check_hip(hipError_t e, const char* what) {
   if (e != hipSuccess) throw std::runtime_error(std::string(what) + ": " + hipGetErrorString(e));
@@ -206,6 +213,41 @@ int device_attribute(hipDeviceAttribute_t what, const char* name) {
 }
 std::size_t shared_limit() {
   return static_cast<std::size_t>(device_attribute(CTXSCORE_SHARED_LIMIT_ATTR, "hipDeviceGetAttribute(shared memory)"));
+}
+// The launch's teams and ring depth: the launcher's choice, or a test's
+// (GeometryOverride). A forced value is checked, never adjusted; the other
+// one, left to the kernel, is the largest that fits beside it.
+KernelShape kernel_shape(const Geometry& g, std::int64_t rows, const std::optional<GeometryOverride>& geometry) {
+  const KernelLimits& lim = kLimits;
+  const std::size_t smem_limit = shared_limit();
+  const std::int64_t forced_teams = geometry ? geometry->teams : 0, forced_ring = geometry ? geometry->ring_pages : 0;
+  if (forced_teams < 0 || forced_teams > lim.most_teams)
+    throw ContractError(Clause::geometry_override, "geometry.teams: got " + std::to_string(forced_teams) +
+                                                       ", expected 0 (the kernel's choice) or 1.." + std::to_string(lim.most_teams));
+  if (forced_ring < 0 || forced_ring > lim.most_ring_pages)
+    throw ContractError(Clause::geometry_override, "geometry.ring_pages: got " + std::to_string(forced_ring) +
+                                                       ", expected 0 (the kernel's choice) or 1.." +
+                                                       std::to_string(lim.most_ring_pages));
+  if (forced_teams != 0 && forced_ring != 0 && !shape_supported({int(forced_teams), int(forced_ring)}, lim))
+    throw ContractError(Clause::geometry_override,
+                        "geometry.teams: got " + std::to_string(forced_teams) + " with geometry.ring_pages " +
+                            std::to_string(forced_ring) + ", expected teams * ring pages <= " +
+                            std::to_string(lim.most_teams) + " (a program's rings share one multiprocessor)");
+  const int sms = device_attribute(hipDeviceAttributeMultiprocessorCount, "hipDeviceGetAttribute(multiprocessors)");
+  KernelShape k = choose_kernel_shape(g.grid_x * g.grid_y, g.chunk, sms, lim);
+  if (forced_teams != 0) k.teams = static_cast<int>(forced_teams);
+  if (forced_ring != 0) k.ring_pages = static_cast<int>(forced_ring);
+  // Fit the unforced one: first beside the forced one, then in shared memory.
+  const auto fits = [&] { return shape_supported(k, lim) && shared_bytes(rows, k) <= smem_limit; };
+  while (!fits() && forced_ring == 0 && k.ring_pages > 1) --k.ring_pages;
+  while (!fits() && forced_teams == 0 && k.teams > 1) --k.teams;
+  if (!fits())
+    throw ContractError(Clause::geometry_override,
+                        "geometry.teams: got " + std::to_string(k.teams) + " with geometry.ring_pages " +
+                            std::to_string(k.ring_pages) + ", expected a shape whose page rings and " +
+                            std::to_string(rows) + "-row query tile fit " + std::to_string(smem_limit) +
+                            " bytes of shared memory");
+  return k;
 }
 }  // namespace
 
@@ -223,12 +265,14 @@ DeviceScores::~DeviceScores() {
 }
 
 std::int64_t max_tile_rows() {
-  const std::size_t limit = shared_limit(), fixed = shared_bytes(0, 1), per_row = shared_bytes(1, 1) - fixed;
+  const KernelShape least{1, 1};
+  const std::size_t limit = shared_limit(), fixed = shared_bytes(0, least), per_row = shared_bytes(1, least) - fixed;
   if (limit < fixed) return 0;
   return static_cast<std::int64_t>((limit - fixed) / per_row) / 16 * 16;
 }
 
 int max_teams() { return kMaxTeams; }
+int max_ring_pages() { return kMaxRingPages; }
 
 LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
                                     const std::optional<GeometryOverride>& geometry) {
@@ -250,25 +294,10 @@ LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
     throw ContractError(Clause::heads, "idx_q: heads * max_query_len = " + std::to_string(layout.heads * args.max_query_len) +
                                            ", expected <= " + std::to_string(most) +
                                            " (the query tile must fit one program's shared memory)");
-  const std::size_t smem_limit = shared_limit();
-  int teams = 0;
-  if (geometry && geometry->teams != 0) {
-    if (geometry->teams < 1 || geometry->teams > kMaxTeams)
-      throw ContractError(Clause::geometry_override, "geometry.teams: got " + std::to_string(geometry->teams) +
-                                                         ", expected 0 (the kernel's choice) or 1.." + std::to_string(kMaxTeams));
-    teams = static_cast<int>(geometry->teams);
-    if (shared_bytes(rows, teams) > smem_limit)
-      throw ContractError(Clause::geometry_override,
-                          "geometry.teams: got " + std::to_string(teams) + ", expected a count whose page rings and " +
-                              std::to_string(rows) + "-row query tile fit " + std::to_string(smem_limit) +
-                              " bytes of shared memory");
-  } else {
-    const int sms = device_attribute(hipDeviceAttributeMultiprocessorCount, "hipDeviceGetAttribute(multiprocessors)");
-    teams = program_teams(g.grid_x * g.grid_y, g.chunk, sms, kMaxTeams);
-    while (teams > 1 && shared_bytes(rows, teams) > smem_limit) --teams;
-  }
-  result.teams = teams;
-  const std::size_t smem = shared_bytes(rows, teams);
+  const KernelShape k = kernel_shape(g, rows, geometry);
+  result.teams = k.teams;
+  result.ring_pages = k.ring_pages;
+  const std::size_t smem = shared_bytes(rows, k);
 
   ScoreParams p = make_score_params(args, layout, g);
   result.used_given_out = decision.use_given;
@@ -288,11 +317,11 @@ LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
   if (layout.tokens == 0) return result;  // T = 0 launches nothing
 
   if (smem > 48 * 1024)
-    check_hip(hipFuncSetAttribute(reinterpret_cast<const void*>(kernel_of(teams)),
+    check_hip(hipFuncSetAttribute(reinterpret_cast<const void*>(kernel_of(k)),
                                   hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
               "hipFuncSetAttribute(shared memory)");
   const dim3 grid(static_cast<unsigned>(g.grid_x), static_cast<unsigned>(g.grid_y));
-  kernel_of(teams)<<<grid, kThreads * teams, smem, stream>>>(p);
+  kernel_of(k)<<<grid, kThreads * k.teams, smem, stream>>>(p);
   check_hip(hipGetLastError(), "context_score_kernel launch");
   result.launched = true;
   return result;

@@ -25,6 +25,7 @@ struct DeviceScores {
 struct LaunchResult {
   Geometry geometry;          // what was launched (production or the override)
   int teams = 0;              // thread teams per program (page_stream.hpp)
+  int ring_pages = 0;         // pages in each team's ring
   bool launched = false;      // false only when T = 0
   bool used_given_out = false;
   std::string fresh_reason;   // why `fresh` was allocated, when it was
@@ -41,7 +42,9 @@ LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
 // Largest H·QL one program can hold (its query tile lives in shared memory).
 std::int64_t max_tile_rows();
 
-// Most thread teams one program may have on this platform.
+// Most thread teams one program may have on this platform, and most pages
+// in a team's ring (a program holds teams × ring pages <= max_teams()).
 int max_teams();
+int max_ring_pages();
 
 }  // namespace ctxscore

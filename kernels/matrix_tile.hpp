@@ -24,31 +24,21 @@ inline constexpr int kSteps = 8;                // 8 MMA steps of k = 16 over 12
 
 // The query tile in shared memory. Word w of a row (dims 2w, 2w + 1) is read
 // by lane chunk c = w / 16 at MMA step s = w % 16 / 2; a step reads two
-// words per lane, from step_word(c, s). Two orders:
-// - chunk-major, as the row lies in memory, rows 68 words apart: a step's
-//   8-byte reads hit each bank twice (chunks 0 and 2 share banks);
-// - step-major: a row stores step s's words of chunks 0..3 side by side,
-//   rows 72 words apart (288 B, 32 past a multiple of 128), so the sixteen
-//   lanes of each 8-byte read phase (four rows) hit 32 distinct banks.
-// Step-major halves the tile's shared-memory traffic but costs the one-team
-// kernel, at its 80-register cap, spilled registers (measured slower on the
-// large shapes); the two-team kernel has room for it (see context_score.hip).
-template <bool kStepMajor>
+// words per lane. Rows are stored step-major: step s's words of chunks 0..3
+// side by side, rows 72 words apart (288 B, 32 past a multiple of 128), so
+// the sixteen lanes of each 8-byte read phase (four rows) hit 32 distinct
+// banks. (In the row's own, chunk-major order a step's reads hit each bank
+// twice: chunks 0 and 2 share banks.)
 struct QueryLayout {
-  static constexpr int kRowWords = kStepMajor ? 72 : 68;
-  __device__ static constexpr int step_word(int chunk, int step) {
-    return kStepMajor ? step * 8 + 2 * chunk : chunk * 16 + 2 * step;
-  }
+  static constexpr int kRowWords = 72;
+  __device__ static constexpr int step_word(int chunk, int step) { return step * 8 + 2 * chunk; }
   __device__ static constexpr int tile_word(int w) { return step_word(w / 16, w % 16 / 2) + w % 2; }
 };
-inline constexpr int kSmemRowWordsMost = QueryLayout<true>::kRowWords;
 
 #if defined(CTXSCORE_PLATFORM_CUDA)
 
 inline constexpr int kTilePositions = 8;  // n of m16n8k16
 inline constexpr int kTilesPerWave = 128 / kTilePositions / kWaves;  // n-tiles of a page per wave
-// A lane's operand registers for all n-tiles of its wave: 64 bytes each.
-using PageFrags = uint4[kTilesPerWave][4];
 // Lane roles: which position row it loads (within the n-tile) and which 32-dim chunk.
 __device__ inline int lane_position(int lane) { return lane >> 2; }
 __device__ inline int lane_chunk(int lane) { return lane & 3; }
@@ -71,23 +61,27 @@ __device__ inline std::uint32_t word(const uint4& chunk, int w) {
 }
 
 // acc[t] += Q(16 rows of m-tile m) · K(n-tile t)ᵀ for each of the wave's
-// n-tiles, step by step over the 128 dims. A step's query words are read
-// from shared memory when it runs, so one step's are live at a time (the
-// register budget holds three programs per SM); the page's words are the
-// lane's own registers.
-template <class Layout>
-__device__ inline void mma_tiles(Accum* acc, const std::uint32_t* q_tile, int m, int lane, const PageFrags& b) {
+// n-tiles, step by step over the 128 dims. Operands are read where their
+// step runs, so few are live at once (the register budget holds four teams
+// per SM): a step's query words, and every second step the page's 16-byte
+// chunk per n-tile, `page(t, v)` (the lane's chunk v of n-tile t).
+template <class Page>
+__device__ inline void mma_tiles(Accum* acc, const std::uint32_t* q_tile, int m, int lane, const Page& page) {
   const int g = lane >> 2, c = lane & 3;
+  uint4 b[kTilesPerWave];  // the current chunk of each n-tile: steps 2v and 2v + 1
   // Row g at the lane's chunk; row g + 8 and each step add constants.
   const unsigned r0 =
-      static_cast<unsigned>(__cvta_generic_to_shared(q_tile + (m * 16 + g) * Layout::kRowWords + Layout::step_word(c, 0)));
+      static_cast<unsigned>(__cvta_generic_to_shared(q_tile + (m * 16 + g) * QueryLayout::kRowWords + QueryLayout::step_word(c, 0)));
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
-    const uint2 lo = load_step(r0 + 4 * Layout::step_word(0, s));
-    const uint2 hi = load_step(r0 + 4 * (Layout::step_word(0, s) + 8 * Layout::kRowWords));
+    if (s % 2 == 0)
+#pragma unroll
+      for (int t = 0; t < kTilesPerWave; ++t) b[t] = page(t, s / 2);
+    const uint2 lo = load_step(r0 + 4 * QueryLayout::step_word(0, s));
+    const uint2 hi = load_step(r0 + 4 * (QueryLayout::step_word(0, s) + 8 * QueryLayout::kRowWords));
 #pragma unroll
     for (int t = 0; t < kTilesPerWave; ++t) {
-      const uint4& chunk = b[t][s >> 1];
+      const uint4& chunk = b[t];
       const std::uint32_t b0 = word(chunk, 2 * (s & 1)), b1 = word(chunk, 2 * (s & 1) + 1);
       asm volatile(
           "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -112,7 +106,6 @@ __device__ inline bool row_leader(int lane) { return (lane & 3) == 0; }
 
 inline constexpr int kTilePositions = 16;
 inline constexpr int kTilesPerWave = 128 / kTilePositions / kWaves;
-using PageFrags = uint4[kTilesPerWave][4];
 __device__ inline int lane_position(int lane) { return lane & 15; }
 __device__ inline int lane_chunk(int lane) { return lane >> 4; }
 
@@ -132,17 +125,17 @@ __device__ inline bf16x4_t step_operand(uint2 w) {
   return r;
 }
 
-// As on NVIDIA: query words read per step from shared memory, page words
-// from the lane's registers.
-template <class Layout>
-__device__ inline void mma_tiles(Accum* acc, const std::uint32_t* q_tile, int m, int lane, const PageFrags& b) {
-  const std::uint32_t* r = q_tile + (m * 16 + (lane & 15)) * Layout::kRowWords + Layout::step_word(lane >> 4, 0);
+// As on NVIDIA: query words read per step from shared memory; the page's
+// chunks, `page(t, v)`, come from the lane's registers here.
+template <class Page>
+__device__ inline void mma_tiles(Accum* acc, const std::uint32_t* q_tile, int m, int lane, const Page& page) {
+  const std::uint32_t* r = q_tile + (m * 16 + (lane & 15)) * QueryLayout::kRowWords + QueryLayout::step_word(lane >> 4, 0);
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
-    const bf16x4_t a = step_operand(*reinterpret_cast<const uint2*>(r + Layout::step_word(0, s)));
+    const bf16x4_t a = step_operand(*reinterpret_cast<const uint2*>(r + QueryLayout::step_word(0, s)));
 #pragma unroll
     for (int t = 0; t < kTilesPerWave; ++t) {
-      const uint4& chunk = b[t][s >> 1];
+      const uint4 chunk = page(t, s / 2);
       const uint2 w = (s & 1) ? make_uint2(chunk.z, chunk.w) : make_uint2(chunk.x, chunk.y);
       acc[t].v = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, step_operand(w), acc[t].v, 0, 0, 0);
     }

@@ -9,22 +9,26 @@
 // their slots side by side (the launcher picks T; see context_score.hip).
 //
 // NVIDIA (sm_90): asynchronous copies (cp.async, 16 B each) into a ring of
-// kStages = 2 pages in shared memory per team. Each thread copies its
-// 128-byte share of page k into registers first thing, and the buffer takes
-// page k + 2 at once, so both buffers' pages fly while page k is scored.
-// Three teams fit one SM (192 KiB of rings, 80 registers a thread): six
-// pages in flight, as three one-team programs or one program of three.
+// kRingPages pages in shared memory per team; the team reads page k's
+// operands from the ring as its matrix steps run, then its buffer takes
+// page k + kRingPages. Two ring depths, picked per launch:
+// - two pages: three teams per SM (192 KiB of rings, 80 registers a
+//   thread), a page flying beside each one scored: the steady stream of
+//   long launches;
+// - one page: four teams per SM (64 registers a thread), so up to 528
+//   one-team programs are resident at once on an H200, and a program of
+//   four teams scores CHUNK = 4 slots side by side.
 // AMD (gfx90a / gfx940): 64 KiB of LDS holds no ring of 32 KiB pages, so
 // each lane keeps its share of the next page in registers, one page ahead;
-// a program is one team.
+// a program is one team, the "ring" one page.
 //
 // Both give the kernel one interface, called in this order:
-//   PageStream<teams>(ring, p, request, team's first slot, team)
+//   PageStream<teams, ring pages>(ring, p, request, team's first slot, team)
 //   begin(range)        the first pages' loads start
 //   per team slot j: advance(j)  the team's barrier, after which page j is readable;
-//                    fragments(j, …)  the lane's 64 bytes of each of its n-tiles,
-//                                    in the matrix units' operand layout;
-//                    release(j)  page j's buffer is free for a later page.
+//                    fragment(j, …, t, v)  the lane's 16-byte chunk v of its n-tile t,
+//                                          in the matrix units' operand layout;
+//                    release(j)  the team has scored page j: its buffer takes a later page.
 #pragma once
 
 #include <cstdint>
@@ -57,20 +61,19 @@ __device__ inline int fragment_position(int wave, int t, int lane) {
 
 #if defined(CTXSCORE_PLATFORM_CUDA)
 
-inline constexpr int kStages = 2;
-static_assert((kStages & (kStages - 1)) == 0, "stage() takes the slot modulo kStages by a mask");
 inline constexpr int kPageChunks = 2048;  // 16-byte chunks per 32 KiB page
 inline constexpr unsigned kPageBytes = kPageChunks * 16;
 inline constexpr unsigned kRowBytes = kPageBytes / 128;  // one position's 128 bf16 dims
 static_assert(kThreads % 32 == 0 && kTilePositions % 2 == 0, "row parity, hence the swizzle, repeats per pass and per tile");
-inline constexpr std::size_t kRingBytes = static_cast<std::size_t>(kStages) * kPageBytes;
-// Three teams' rings (192 KiB) fill one SM's shared memory. Their register
-// budget, 80 a thread, is why the query operands are read per MMA step and
-// addresses are kept 32-bit. A program has at most two teams: the contract's
-// CHUNK is 4 wherever a launch has fewer programs than SMs, and two teams
-// score 4 slots in two rounds, as three would.
-inline constexpr int kTeamsPerSM = 3;
-inline constexpr int kMaxTeams = 2;
+inline constexpr int kMaxRingPages = 2;
+CTXSCORE_HD constexpr std::size_t ring_bytes(int ring_pages) { return static_cast<std::size_t>(ring_pages) * kPageBytes; }
+// Teams one SM holds at a ring depth: three two-page rings fill its shared
+// memory; with one page, registers cap it at four (64 a thread), which is
+// why operands are read per MMA step and addresses are kept 32-bit.
+CTXSCORE_HD constexpr int teams_per_sm(int ring_pages) { return ring_pages == 1 ? 4 : 3; }
+// A program's teams share one SM, so a program holds at most four one-page
+// rings or two two-page ones (teams × ring pages ≤ kMaxTeams).
+inline constexpr int kMaxTeams = 4;
 
 // Chunk k of position row `pos` lives at k ^ swizzle: the eight lanes of a
 // 16-byte shared load (two rows, chunks c, c+4, c+8, c+12) then hit eight
@@ -91,53 +94,50 @@ __device__ inline uint4 load_shared_16(unsigned addr) {
   return v;
 }
 
-template <int kTeams>
+template <int kTeams, int kRingPages>
 class PageStream {
+  static_assert((kRingPages & (kRingPages - 1)) == 0, "stage() takes the slot modulo kRingPages by a mask");
+
  public:
-  // Reads the page ids of the team's first kStages + 1 slots together,
+  // Reads the page ids of the team's first kRingPages + 1 slots together,
   // before the request's length is known, so that the length load and the
   // table loads share one memory latency at the program's start.
   __device__ PageStream(uint4* ring, const ScoreParams& p, std::int64_t request, std::int64_t first, int team)
-      : ring_(static_cast<unsigned>(__cvta_generic_to_shared(ring)) + team * kStages * kPageBytes),
+      : ring_(static_cast<unsigned>(__cvta_generic_to_shared(ring)) + team * kRingPages * kPageBytes),
         p_(p), request_(request), first_(first) {
 #pragma unroll
-    for (int s = 0; s <= kStages; ++s) ids_[s] = table_page(first + s * kTeams);
+    for (int s = 0; s <= kRingPages; ++s) ids_[s] = table_page(first + s * kTeams);
   }
 
   // Fills the team's ring.
   __device__ void begin(SlotRange range) {
     last_ = range.last;
 #pragma unroll
-    for (int s = 0; s < kStages; ++s) issue(first_ + s * kTeams, ids_[s]);
-    next_ = ids_[kStages];
+    for (int s = 0; s < kRingPages; ++s) issue(first_ + s * kTeams, ids_[s]);
+    next_ = ids_[kRingPages];
   }
 
   __device__ void advance(std::int64_t) {
-    // Group k holds the team's k-th page; the kStages − 1 newer ones may still fly.
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1) : "memory");
+    // Group k holds the team's k-th page; the kRingPages − 1 newer ones may still fly.
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kRingPages - 1) : "memory");
     team_barrier(team());  // every thread's part of page j
   }
 
-  __device__ void fragments(std::int64_t j, int wave, int lane, PageFrags& b) const {
+  __device__ uint4 fragment(std::int64_t j, int wave, int lane, int t, int v) const {
     // n-tiles lie kTilePositions rows apart, an even count, so a lane's
-    // chunks share one swizzle across tiles: one address per chunk.
-    const unsigned page = ring_ + stage(j) * kPageBytes;
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const unsigned at = page + 16u * swizzled(fragment_position(wave, 0, lane), 4 * lane_chunk(lane) + v);
-#pragma unroll
-      for (int t = 0; t < kTilesPerWave; ++t) b[t][v] = load_shared_16(at + t * kTilePositions * kRowBytes);
-    }
+    // chunk v has one swizzle across tiles.
+    const unsigned at = ring_ + stage(j) * kPageBytes +
+                        16u * swizzled(fragment_position(wave, 0, lane), 4 * lane_chunk(lane) + v);
+    return load_shared_16(at + t * kTilePositions * kRowBytes);
   }
 
-  // Once every thread of the team holds its fragments of page j, its buffer
-  // takes the page kStages team slots on, so kStages pages fly while page j
-  // is scored. That page's id was read one release earlier; the next one is
+  // Once the team has scored page j, its buffer takes the page kRingPages team
+  // slots on. That page's id was read one release earlier; the next one is
   // read now, a page's time ahead of its use.
   __device__ void release(std::int64_t j) {
     team_barrier(team());
-    issue(j + kStages * kTeams, next_);
-    next_ = table_page(j + (kStages + 1) * kTeams);
+    issue(j + kRingPages * kTeams, next_);
+    next_ = table_page(j + (kRingPages + 1) * kTeams);
   }
 
  private:
@@ -146,7 +146,7 @@ class PageStream {
   // The team's consecutive slots take consecutive buffers: its slots are
   // kTeams apart, so j / kTeams counts them. Counted from slot 0 rather than
   // the team's first so that nothing beyond j is live in the loop.
-  __device__ static int stage(std::int64_t j) { return static_cast<int>((j / kTeams) & (kStages - 1)); }
+  __device__ static int stage(std::int64_t j) { return static_cast<int>((j / kTeams) & (kRingPages - 1)); }
 
   // Clamped page ids fit 32 bits (the table holds int32); offsets do not.
   __device__ std::int32_t table_page(std::int64_t j) const {
@@ -172,19 +172,20 @@ class PageStream {
   unsigned ring_;  // shared-memory address of the team's ring
   const ScoreParams& p_;
   std::int64_t request_, first_, last_ = 0;
-  std::int32_t ids_[kStages + 1];
+  std::int32_t ids_[kRingPages + 1];
   std::int32_t next_ = 0;
 };
 
 #else  // AMD: registers, one page ahead
 
-inline constexpr std::size_t kRingBytes = 0;
-inline constexpr int kTeamsPerSM = 1;
+inline constexpr int kMaxRingPages = 1;
+CTXSCORE_HD constexpr std::size_t ring_bytes(int) { return 0; }
+CTXSCORE_HD constexpr int teams_per_sm(int) { return 1; }
 inline constexpr int kMaxTeams = 1;
 
-template <int kTeams>
+template <int kTeams, int kRingPages>
 class PageStream {
-  static_assert(kTeams == 1, "the register stream counts a program's slots as its own");
+  static_assert(kTeams == 1 && kRingPages == 1, "the register stream counts a program's slots as its own, one page ahead");
 
  public:
   __device__ PageStream(uint4*, const ScoreParams& p, std::int64_t request, std::int64_t first, int)
@@ -205,12 +206,7 @@ class PageStream {
     load(next_, j + 1 < last_ ? j + 1 : j);
   }
 
-  __device__ void fragments(std::int64_t, int, int, PageFrags& b) const {
-#pragma unroll
-    for (int t = 0; t < kTilesPerWave; ++t)
-#pragma unroll
-      for (int v = 0; v < 4; ++v) b[t][v] = cur_[t][v];
-  }
+  __device__ uint4 fragment(std::int64_t, int, int, int t, int v) const { return cur_[t][v]; }
 
   __device__ void release(std::int64_t) {}  // the next page already flies into registers
 

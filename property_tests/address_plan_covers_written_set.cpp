@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "address_plan.hpp"
 #include "generators.hpp"
@@ -80,7 +81,7 @@ RC_GTEST_PROP(AddressPlan, WritesExactlyTheReferenceWrittenSetOnce, ()) {
   lim.forced_geometry = true;
   const Case c = *gen::genCase(lim);
   gen::classify(c);
-  const int teams = *rc::gen::inRange(1, 4);
+  const int teams = *rc::gen::inRange(1, 5);
   RC_CLASSIFY(teams > 1, "several teams per program");
   auto s = test::score_case(c);
   const Walk w = walk_launch(s.host, teams);
@@ -94,35 +95,53 @@ RC_GTEST_PROP(AddressPlan, WritesExactlyTheReferenceWrittenSetOnce, ()) {
   RC_ASSERT(w.writes == expected);
 }
 
-// The team count: one team wherever programs outnumber the SMs or a chunk
-// is one slot; otherwise the fewest teams (at most `most`) that make a
-// team's share of the chunk smallest.
-RC_GTEST_PROP(AddressPlan, TeamsSplitAChunkIntoItsSmallestShares, ()) {
-  const std::int64_t programs = *rc::gen::inRange<std::int64_t>(1, 2000), chunk = *rc::gen::inRange<std::int64_t>(1, 70);
+// The kernel shape: where programs fit the SMs, the fewest teams (one-page
+// rings) that make a team's share of the chunk smallest; otherwise one team,
+// with two-page rings only past two waves of one-page programs. Whatever it
+// picks, the platform has.
+RC_GTEST_PROP(AddressPlan, KernelShapeSplitsAChunkIntoItsSmallestShares, ()) {
+  const std::int64_t programs = *rc::gen::inRange<std::int64_t>(1, 5000), chunk = *rc::gen::inRange<std::int64_t>(1, 70);
   const std::int64_t sms = *rc::gen::inRange<std::int64_t>(1, 300);
-  const int most = *rc::gen::inRange(1, 5);
-  const int t = program_teams(programs, chunk, sms, most);
-  RC_ASSERT(t >= 1);
-  RC_ASSERT(t <= most);
-  if (programs > sms || chunk == 1) RC_ASSERT(t == 1);
+  KernelLimits lim;
+  lim.most_teams = *rc::gen::inRange(1, 5);
+  lim.most_ring_pages = *rc::gen::inRange(1, 3);
+  lim.one_page_teams_per_sm = *rc::gen::inRange(1, 5);
+  const KernelShape k = choose_kernel_shape(programs, chunk, sms, lim);
+  RC_ASSERT(shape_supported(k, lim));
+  if (programs > sms || chunk == 1) RC_ASSERT(k.teams == 1);
+  RC_ASSERT(k.ring_pages == (programs > 2 * lim.one_page_teams_per_sm * sms && shape_supported({1, 2}, lim) ? 2 : 1));
   if (programs > sms) return;
   const auto share = [chunk](std::int64_t teams) { return (chunk + teams - 1) / teams; };
-  for (int u = 1; u <= most; ++u) {
-    RC_ASSERT(share(t) <= share(u));
-    if (u < t) RC_ASSERT(share(u) > share(t));
+  for (int u = 1; u <= lim.most_teams; ++u) {
+    RC_ASSERT(share(k.teams) <= share(u));
+    if (u < k.teams) RC_ASSERT(share(u) > share(k.teams));
   }
 }
 
-TEST(AddressPlan, TeamCountsAtTheM3Shapes) {
-  // 132 SMs (H200): CHUNK 4 splits over two teams while the programs fit the SMs.
-  EXPECT_EQ(program_teams(16, 4, 132, 2), 2);   // batch 1, 32K
-  EXPECT_EQ(program_teams(128, 4, 132, 2), 2);  // batch 8, 32K
-  EXPECT_EQ(program_teams(512, 4, 132, 2), 1);  // batch 8, 128K
-  EXPECT_EQ(program_teams(16, 4, 132, 3), 2);   // a third team would not shorten 4 slots
-  EXPECT_EQ(program_teams(16, 8, 132, 3), 3);
-  EXPECT_EQ(program_teams(16, 1, 132, 2), 1);
-  EXPECT_EQ(program_teams(132, 4, 132, 2), 2);
-  EXPECT_EQ(program_teams(133, 4, 132, 2), 1);
+TEST(AddressPlan, KernelShapesAtTheM3Shapes) {
+  // H200: 132 SMs, four one-page teams per SM, programs of up to four
+  // one-page teams or two two-page ones.
+  const KernelLimits h200{4, 2, 4};
+  const auto shape = [&](std::int64_t programs, std::int64_t chunk, const KernelLimits& lim) {
+    const KernelShape k = choose_kernel_shape(programs, chunk, 132, lim);
+    return std::pair{k.teams, k.ring_pages};
+  };
+  using P = std::pair<int, int>;
+  EXPECT_EQ(shape(16, 4, h200), P(4, 1));     // batch 1, 32K: a slot per team
+  EXPECT_EQ(shape(128, 4, h200), P(4, 1));    // batch 8, 32K
+  EXPECT_EQ(shape(512, 4, h200), P(1, 1));    // batch 8, 128K and batch 1, 1M: one wave of 528
+  EXPECT_EQ(shape(1024, 4, h200), P(1, 1));   // batch 64, 32K: two waves
+  EXPECT_EQ(shape(1056, 4, h200), P(1, 1));
+  EXPECT_EQ(shape(1057, 4, h200), P(1, 2));
+  EXPECT_EQ(shape(4096, 4, h200), P(1, 2));   // batch 64, 128K and batch 8, 1M
+  EXPECT_EQ(shape(16, 3, h200), P(3, 1));
+  EXPECT_EQ(shape(16, 5, h200), P(3, 1));     // a fourth team would not shorten 5 slots
+  EXPECT_EQ(shape(16, 1, h200), P(1, 1));
+  EXPECT_EQ(shape(132, 4, h200), P(4, 1));
+  EXPECT_EQ(shape(133, 4, h200), P(1, 1));
+  const KernelLimits amd{1, 1, 1};  // one team, the register stream
+  EXPECT_EQ(shape(16, 4, amd), P(1, 1));
+  EXPECT_EQ(shape(4096, 4, amd), P(1, 1));
 }
 
 RC_GTEST_PROP(AddressPlan, ReadsTheReferencePageOfEverySlot, ()) {

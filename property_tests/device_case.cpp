@@ -79,7 +79,7 @@ std::string KernelVerdict::str() const {
   std::ostringstream s;
   const Geometry& g = launch.geometry;
   s << report.summary() << " [grid " << g.grid_x << "x" << g.grid_y << " CHUNK " << g.chunk << " N " << g.tile_n
-    << " teams " << launch.teams << "]";
+    << " teams " << launch.teams << " ring pages " << launch.ring_pages << "]";
   return s.str();
 }
 
@@ -91,17 +91,16 @@ KernelStats& kernel_stats() {
 std::string KernelStats::str() const {
   std::ostringstream o;
   o.precision(4);
-  o << "kernel comparisons: " << cases << " cases (" << one_team << " with one team per program, " << two_teams
-    << " with two), " << written << " written elements (" << neg_inf << " -inf), worst error/bound ratio "
-    << worst_ratio;
+  o << "kernel comparisons: " << cases << " cases (by teams x ring pages:";
+  for (const auto& [shape, n] : shapes) o << " " << shape.first << "x" << shape.second << " " << n;
+  o << "), " << written << " written elements (" << neg_inf << " -inf), worst error/bound ratio " << worst_ratio;
   if (!worst_case.empty()) o << " in " << worst_case;
   return o.str();
 }
 
-void KernelStats::add(const Case& c, const CompareReport& r, int teams) {
+void KernelStats::add(const Case& c, const CompareReport& r, const LaunchResult& launch) {
   ++cases;
-  one_team += teams == 1;
-  two_teams += teams == 2;
+  ++shapes[{launch.teams, launch.ring_pages}];
   written += r.written;
   neg_inf += r.written_neg_inf;
   if (r.worst_ratio > worst_ratio) {
@@ -125,7 +124,7 @@ KernelVerdict check_kernel(const Case& c, hipStream_t stream) {
   const std::vector<float> after = run_kernel(host, stream, &v.launch);
   const ShardScores ref = score_shard(host.args());
   v.report = compare(ref, host.out_layout(), before.data(), after.data(), static_cast<std::int64_t>(after.size()));
-  kernel_stats().add(c, v.report, v.launch.teams);
+  kernel_stats().add(c, v.report, v.launch);
   return v;
 }
 

@@ -2,8 +2,10 @@
 // launch, copy back, compare with the reference.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "context_score.hpp"
@@ -54,10 +56,10 @@ struct KernelVerdict {
 // the runner's stats hook).
 struct KernelStats {
   std::int64_t cases = 0, written = 0, neg_inf = 0;
-  std::int64_t one_team = 0, two_teams = 0;  // launches by teams per program
+  std::map<std::pair<int, int>, std::int64_t> shapes;  // launches by (teams, ring pages)
   double worst_ratio = 0;
   std::string worst_case;
-  void add(const Case& c, const CompareReport& r, int teams);
+  void add(const Case& c, const CompareReport& r, const LaunchResult& launch);
   std::string str() const;
 };
 KernelStats& kernel_stats();

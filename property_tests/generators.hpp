@@ -29,7 +29,10 @@ struct CaseLimits {
   std::int64_t max_pages = 12;
   bool strided_layouts = true;   // padded query/table strides, larger permuted `out`
   bool forced_geometry = false;  // explicit chunkings (kernel-side only)
-  std::int64_t max_teams = 2;    // forced team counts drawn up to this (the kernel's max_teams())
+  // Forced kernel shapes drawn up to these (the kernel's max_teams() and
+  // max_ring_pages(); a program holds teams × ring pages <= max_teams).
+  std::int64_t max_teams = 4;
+  std::int64_t max_ring_pages = 2;
   // Keeps the reference's work and the out buffer in budget: at most this
   // many (row, block) pairs reached, this many elements of out.
   std::int64_t max_work = std::int64_t{1} << 14;
@@ -38,10 +41,12 @@ struct CaseLimits {
 
 // The GPU suite's (and `ctxscore fuzz --backend hip`'s) limits: the
 // issue's layout ranges, with a budget that keeps the reference in pace;
-// forced team counts up to `max_teams` (the kernel's max_teams() where one runs).
-inline CaseLimits gpu_case_limits(std::int64_t max_teams = 2) {
+// forced kernel shapes up to the kernel's max_teams() and max_ring_pages()
+// where one runs.
+inline CaseLimits gpu_case_limits(std::int64_t max_teams = 4, std::int64_t max_ring_pages = 2) {
   CaseLimits lim;
   lim.max_teams = max_teams;
+  lim.max_ring_pages = max_ring_pages;
   lim.max_batch = 64;
   lim.max_heads = 16;
   lim.max_query_len = 8;
@@ -106,10 +111,12 @@ inline rc::Gen<std::vector<std::int32_t>> genPageTable(std::int64_t batch, std::
 }
 
 // An explicit chunking of `local` slots: CHUNK = 1, CHUNK >= L, any CHUNK,
-// and grids with extra programs that must only return.
-inline rc::Gen<GeometryOverride> genGeometry(std::int64_t local, std::int64_t max_teams) {
+// and grids with extra programs that must only return; with it, half the
+// time the kernel's own shape, else forced teams and ring pages (each
+// forced or left to the kernel) that a program can hold.
+inline rc::Gen<GeometryOverride> genGeometry(std::int64_t local, std::int64_t max_teams, std::int64_t max_ring_pages) {
   const std::int64_t L = std::max<std::int64_t>(local, 1);
-  return rc::gen::exec([L, max_teams] {
+  return rc::gen::exec([L, max_teams, max_ring_pages] {
     const std::int64_t chunk = *rc::gen::weightedOneOf<std::int64_t>({
         {1, rc::gen::just<std::int64_t>(1)},
         {1, rc::gen::inRange<std::int64_t>(L, 2 * L + 2)},
@@ -118,10 +125,12 @@ inline rc::Gen<GeometryOverride> genGeometry(std::int64_t local, std::int64_t ma
     const std::int64_t needed = ceil_div(L, chunk);
     const std::int64_t extra = *rc::gen::weightedOneOf<std::int64_t>(
         {{3, rc::gen::just<std::int64_t>(0)}, {1, rc::gen::inRange<std::int64_t>(1, 4)}});
-    // Teams: half the kernel's choice (0), half a count it supports.
+    const std::int64_t ring = *rc::gen::weightedOneOf<std::int64_t>(
+        {{2, rc::gen::just<std::int64_t>(0)}, {1, rc::gen::inRange<std::int64_t>(1, max_ring_pages + 1)}});
     const std::int64_t teams = *rc::gen::weightedOneOf<std::int64_t>(
-        {{1, rc::gen::just<std::int64_t>(0)}, {1, rc::gen::inRange<std::int64_t>(1, max_teams + 1)}});
-    return GeometryOverride{chunk, needed + extra, teams};
+        {{1, rc::gen::just<std::int64_t>(0)},
+         {1, rc::gen::inRange<std::int64_t>(1, max_teams / std::max<std::int64_t>(ring, 1) + 1)}});
+    return GeometryOverride{chunk, needed + extra, teams, ring};
   });
 }
 
@@ -187,7 +196,7 @@ inline rc::Gen<Case> genCase(const CaseLimits& lim) {
       c.q_token_stride = c.heads * c.q_head_stride + *rc::gen::element<std::int64_t>(0, 8, 5);
     }
     if (lim.strided_layouts && *rc::gen::inRange(0, 2)) genOutLayout(c);
-    if (lim.forced_geometry && *rc::gen::inRange(0, 2)) c.geometry = *genGeometry(c.local(), lim.max_teams);
+    if (lim.forced_geometry && *rc::gen::inRange(0, 2)) c.geometry = *genGeometry(c.local(), lim.max_teams, lim.max_ring_pages);
     return c.resolved();
   });
 }

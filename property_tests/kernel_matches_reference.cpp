@@ -40,7 +40,7 @@ void assert_matches(const Case& c) {
 
 TEST_F(Kernel, MatchesReferenceOnRandomLayouts) {
   test::run_property(300, [] {
-    const Case c = *gen::genCase(gen::gpu_case_limits(max_teams()));
+    const Case c = *gen::genCase(gen::gpu_case_limits(max_teams(), max_ring_pages()));
     gen::classify(c);
     assert_matches(c);
   });
@@ -48,20 +48,22 @@ TEST_F(Kernel, MatchesReferenceOnRandomLayouts) {
 
 TEST_F(Kernel, MatchesReferenceUnderForcedChunkings) {
   test::run_property(200, [] {
-    Case c = *gen::genCase(gen::gpu_case_limits(max_teams()));
-    c.geometry = *gen::genGeometry(c.local(), max_teams());
+    Case c = *gen::genCase(gen::gpu_case_limits(max_teams(), max_ring_pages()));
+    c.geometry = *gen::genGeometry(c.local(), max_teams(), max_ring_pages());
     RC_CLASSIFY(c.geometry->chunk == 1, "CHUNK = 1");
     RC_CLASSIFY(c.geometry->chunk >= c.local(), "CHUNK >= L");
     RC_CLASSIFY(c.geometry->grid_y * c.geometry->chunk >= c.local() + c.geometry->chunk, "extra programs");
     RC_CLASSIFY(c.geometry->teams == 0, "teams: the launcher's choice");
-    RC_CLASSIFY(c.geometry->teams == 2, "teams: two, forced");
+    RC_CLASSIFY(c.geometry->teams > 1, "teams: several, forced");
+    RC_CLASSIFY(c.geometry->ring_pages == 0, "ring pages: the launcher's choice");
+    RC_CLASSIFY(c.geometry->ring_pages > 1, "ring pages: several, forced");
     assert_matches(c);
   });
 }
 
 TEST_F(Kernel, MatchesReferenceOnTheM3Shapes) {
   test::run_property(100, [] {
-    gen::CaseLimits lim = gen::gpu_case_limits(max_teams());
+    gen::CaseLimits lim = gen::gpu_case_limits(max_teams(), max_ring_pages());
     lim.min_heads = lim.max_heads = 4;
     lim.min_world = lim.max_world = 4;
     lim.min_query_len = lim.max_query_len = *rc::gen::element<std::int64_t>(1, 4);
@@ -177,12 +179,13 @@ TEST_F(Kernel, MissingOrShortOutScoresIntoAFreshBufferAndSaysSo) {
   EXPECT_EQ(dev.download_out(), host.out) << "the short out was written";
 }
 
-// Splitting programs into teams changes who scores a slot, never a value:
-// bitwise the same out with one team and with two, at a chunking where
-// the teams' shares differ (CHUNK 5: three slots and two).
-TEST_F(Kernel, TeamsDoNotChangeTheScores) {
+// The kernel's shape (teams per program, pages per team's ring) changes who
+// scores a slot and when, never a value: bitwise the same out under every
+// shape the platform has, at a chunking where the teams' shares differ
+// (CHUNK 5 over up to four teams) and one-page rings are reused.
+TEST_F(Kernel, KernelShapesDoNotChangeTheScores) {
   Case c;
-  c.label = "teams_do_not_change_scores";
+  c.label = "kernel_shapes_do_not_change_scores";
   c.seed = 5;
   c.heads = 2;
   c.world = 2;
@@ -194,31 +197,43 @@ TEST_F(Kernel, TeamsDoNotChangeTheScores) {
   c.block_table.assign(64, 0);
   for (std::size_t e = 0; e < c.block_table.size(); ++e) c.block_table[e] = static_cast<std::int32_t>((e * 7) % 64);
   std::vector<std::vector<float>> outs;
-  for (std::int64_t teams : {1, 2}) {
-    c.geometry = GeometryOverride{5, 4, teams};
-    HostCase host = materialize(c.resolved());
-    LaunchResult r;
-    outs.push_back(test::run_kernel(host, nullptr, &r));
-    EXPECT_EQ(r.teams, teams);
-    const auto v = check_kernel(c.resolved());
-    EXPECT_TRUE(v.report.ok()) << v.str();
-  }
-  EXPECT_EQ(outs[0], outs[1]);
+  for (std::int64_t ring = 1; ring <= max_ring_pages(); ++ring)
+    for (std::int64_t teams = 1; teams * ring <= max_teams(); ++teams) {
+      c.geometry = GeometryOverride{5, 4, teams, ring};
+      HostCase host = materialize(c.resolved());
+      LaunchResult r;
+      outs.push_back(test::run_kernel(host, nullptr, &r));
+      EXPECT_EQ(r.teams, teams);
+      EXPECT_EQ(r.ring_pages, ring);
+      const auto v = check_kernel(c.resolved());
+      EXPECT_TRUE(v.report.ok()) << v.str();
+      EXPECT_EQ(outs.back(), outs.front()) << "teams " << teams << ", ring pages " << ring;
+    }
+  EXPECT_EQ(outs.size(), max_ring_pages() == 2 ? max_teams() + max_teams() / 2 : max_teams());
 }
 
-TEST_F(Kernel, UnsupportedTeamCountsAreRejected) {
+TEST_F(Kernel, UnsupportedKernelShapesAreRejected) {
   Case c = upstream_two_requests(0);
   HostCase host = materialize(c);
   test::DeviceCase dev(host);
-  for (std::int64_t teams : {std::int64_t{-1}, std::int64_t{max_teams()} + 1}) {
+  const auto expect_rejected = [&](GeometryOverride g, const std::string& message) {
     try {
-      indexer_context_scores(dev.args, nullptr, GeometryOverride{1, 2, teams});
-      FAIL() << "teams " << teams << " accepted";
+      indexer_context_scores(dev.args, nullptr, g);
+      ADD_FAILURE() << "teams " << g.teams << ", ring pages " << g.ring_pages << " accepted";
     } catch (const ContractError& e) {
       EXPECT_EQ(e.clause(), Clause::geometry_override);
-      EXPECT_NE(std::string(e.what()).find("geometry.teams: got " + std::to_string(teams)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
-  }
+  };
+  const std::int64_t most_teams = max_teams(), most_ring = max_ring_pages();
+  for (std::int64_t teams : {std::int64_t{-1}, most_teams + 1})
+    expect_rejected(GeometryOverride{1, 2, teams, 0}, "geometry.teams: got " + std::to_string(teams));
+  for (std::int64_t ring : {std::int64_t{-1}, most_ring + 1})
+    expect_rejected(GeometryOverride{1, 2, 0, ring}, "geometry.ring_pages: got " + std::to_string(ring));
+  if (most_ring > 1)
+    expect_rejected(GeometryOverride{1, 2, most_teams, most_ring},
+                    "geometry.teams: got " + std::to_string(most_teams) + " with geometry.ring_pages " +
+                        std::to_string(most_ring) + ", expected teams * ring pages <= " + std::to_string(most_teams));
 }
 
 TEST_F(Kernel, HostTensorsAreRejected) {

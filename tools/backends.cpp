@@ -25,7 +25,7 @@ std::vector<Backend> all_backends() {
   hip.oracle = [](const ScoreArgs& a) { return score_shard(a); };
   hip.oracle_name = "reference";
 #ifdef CTXSCORE_HAVE_HIP_BACKEND
-  hip.fuzz_limits = gen::gpu_case_limits(max_teams());
+  hip.fuzz_limits = gen::gpu_case_limits(max_teams(), max_ring_pages());
   hip.unavailable = test::gpu_absence_reason();
   hip.run = [](HostCase& h) { return test::run_kernel(h); };
 #else

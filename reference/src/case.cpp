@@ -64,6 +64,7 @@ std::string Case::str() const {
   if (geometry) {
     s << " geometry=chunk" << geometry->chunk << "/grid_y" << geometry->grid_y;
     if (geometry->teams > 0) s << "/teams" << geometry->teams;
+    if (geometry->ring_pages > 0) s << "/ring_pages" << geometry->ring_pages;
   }
   s << "}";
   return s.str();

@@ -75,12 +75,14 @@ struct OutDecision {
 OutDecision decide_out(const ScoreArgs& args, const Layout& layout, bool capturing);
 
 // An explicit geometry for tests: any CHUNK >= 1 and a grid covering the slots.
-// `teams` is a kernel's own split of a program into thread teams (0: the
-// kernel's choice); it changes who scores a slot, never what is scored.
+// `teams` (a kernel's own split of a program into thread teams) and
+// `ring_pages` (the pages each team streams ahead) change who scores a slot
+// and when, never what is scored; 0 leaves either to the kernel.
 struct GeometryOverride {
   std::int64_t chunk = 0;
   std::int64_t grid_y = 0;
   std::int64_t teams = 0;
+  std::int64_t ring_pages = 0;
 };
 Geometry apply_override(const Geometry& production, const GeometryOverride& o);
 
