@@ -60,8 +60,9 @@ CTXSCORE_HD constexpr bool shape_supported(KernelShape k, const KernelLimits& li
 // - no more programs than multiprocessors: one program per SM, so its slots
 //   are split over the fewest teams (one-page rings) that make a team's
 //   share of the chunk smallest, and score side by side;
-// - up to two waves of one-page programs: one team, one-page rings, so that
-//   four programs share an SM and the launch has no straggling wave;
+// - up to one wave of one-page programs: one team, one-page rings, so that
+//   four programs share an SM and every program starts at once, where three
+//   per SM would leave a straggling second wave;
 // - longer launches: one team, two-page rings; the steady stream decides,
 //   and a page in flight beside each one scored streams faster.
 inline KernelShape choose_kernel_shape(std::int64_t programs, std::int64_t chunk, std::int64_t multiprocessors,
@@ -71,7 +72,7 @@ inline KernelShape choose_kernel_shape(std::int64_t programs, std::int64_t chunk
     while (t > 1 && ceil_div(chunk, t - 1) == ceil_div(chunk, t)) --t;
     return {t, 1};
   }
-  if (shape_supported({1, 2}, lim) && programs > 2 * lim.one_page_teams_per_sm * multiprocessors) return {1, 2};
+  if (shape_supported({1, 2}, lim) && programs > lim.one_page_teams_per_sm * multiprocessors) return {1, 2};
   return {1, 1};
 }
 CTXSCORE_HD inline std::int64_t slot_block(const ScoreParams& p, std::int64_t slot) {

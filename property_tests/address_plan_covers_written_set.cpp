@@ -97,7 +97,7 @@ RC_GTEST_PROP(AddressPlan, WritesExactlyTheReferenceWrittenSetOnce, ()) {
 
 // The kernel shape: where programs fit the SMs, the fewest teams (one-page
 // rings) that make a team's share of the chunk smallest; otherwise one team,
-// with two-page rings only past two waves of one-page programs. Whatever it
+// with two-page rings only past one wave of one-page programs. Whatever it
 // picks, the platform has.
 RC_GTEST_PROP(AddressPlan, KernelShapeSplitsAChunkIntoItsSmallestShares, ()) {
   const std::int64_t programs = *rc::gen::inRange<std::int64_t>(1, 5000), chunk = *rc::gen::inRange<std::int64_t>(1, 70);
@@ -109,7 +109,7 @@ RC_GTEST_PROP(AddressPlan, KernelShapeSplitsAChunkIntoItsSmallestShares, ()) {
   const KernelShape k = choose_kernel_shape(programs, chunk, sms, lim);
   RC_ASSERT(shape_supported(k, lim));
   if (programs > sms || chunk == 1) RC_ASSERT(k.teams == 1);
-  RC_ASSERT(k.ring_pages == (programs > 2 * lim.one_page_teams_per_sm * sms && shape_supported({1, 2}, lim) ? 2 : 1));
+  RC_ASSERT(k.ring_pages == (programs > lim.one_page_teams_per_sm * sms && shape_supported({1, 2}, lim) ? 2 : 1));
   if (programs > sms) return;
   const auto share = [chunk](std::int64_t teams) { return (chunk + teams - 1) / teams; };
   for (int u = 1; u <= lim.most_teams; ++u) {
@@ -130,9 +130,9 @@ TEST(AddressPlan, KernelShapesAtTheM3Shapes) {
   EXPECT_EQ(shape(16, 4, h200), P(4, 1));     // batch 1, 32K: a slot per team
   EXPECT_EQ(shape(128, 4, h200), P(4, 1));    // batch 8, 32K
   EXPECT_EQ(shape(512, 4, h200), P(1, 1));    // batch 8, 128K and batch 1, 1M: one wave of 528
-  EXPECT_EQ(shape(1024, 4, h200), P(1, 1));   // batch 64, 32K: two waves
-  EXPECT_EQ(shape(1056, 4, h200), P(1, 1));
-  EXPECT_EQ(shape(1057, 4, h200), P(1, 2));
+  EXPECT_EQ(shape(528, 4, h200), P(1, 1));
+  EXPECT_EQ(shape(529, 4, h200), P(1, 2));
+  EXPECT_EQ(shape(1024, 4, h200), P(1, 2));   // batch 64, 32K
   EXPECT_EQ(shape(4096, 4, h200), P(1, 2));   // batch 64, 128K and batch 8, 1M
   EXPECT_EQ(shape(16, 3, h200), P(3, 1));
   EXPECT_EQ(shape(16, 5, h200), P(3, 1));     // a fourth team would not shorten 5 slots
