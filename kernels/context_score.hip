@@ -94,7 +94,7 @@ __global__ __launch_bounds__(kThreads* kTeams, teams_per_sm(kRingPages) / kTeams
   const int all = static_cast<int>(blockDim.x), k0 = static_cast<int>(threadIdx.x);
 
   std::uint32_t* q_tile = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(smem) + kTeams * ring_bytes(kRingPages));  // [rows][QueryLayout::kRowWords]
-  // Cutoffs lie in (−QL, len]: 32 bits.
+  // Cutoffs lie in (−QL, len], lengths are int32: 32 bits.
   std::int32_t* cutoff = reinterpret_cast<std::int32_t*>(q_tile + rows * QueryLayout::kRowWords);  // [rows]
   std::int64_t* row_out = reinterpret_cast<std::int64_t*>(cutoff + rows);  // [rows]: out offset of the row's slot 0
   float* partial = reinterpret_cast<float*>(row_out + rows) + team * 2 * kWaves * rows;  // [slot parity][kWaves][rows]
