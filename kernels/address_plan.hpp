@@ -56,23 +56,30 @@ CTXSCORE_HD constexpr bool shape_supported(KernelShape k, const KernelLimits& li
   return k.teams >= 1 && k.ring_pages >= 1 && k.ring_pages <= lim.most_ring_pages &&
          k.teams * k.ring_pages <= lim.most_teams;
 }
+// Query rows the score step reads per m-tile of a tile with `active` live
+// rows (H·QL): 4 or 8 when the tile is one m-tile with at most that many,
+// else all 16. The kernel has one instance per value; padding rows past it
+// are zeros that are never read (matrix_tile.hpp).
+CTXSCORE_HD constexpr int live_tile_rows(std::int64_t active) { return active <= 4 ? 4 : active <= 8 ? 8 : 16; }
 // The launcher's choice (PERF.md has the measurements behind it):
 // - no more programs than multiprocessors: one program per SM, so its slots
 //   are split over the fewest teams (one-page rings) that make a team's
 //   share of the chunk smallest, and score side by side;
-// - up to one wave of one-page programs: one team, one-page rings, so that
-//   four programs share an SM and every program starts at once, where three
-//   per SM would leave a straggling second wave;
-// - longer launches: one team, two-page rings; the steady stream decides,
-//   and a page in flight beside each one scored streams faster.
-inline KernelShape choose_kernel_shape(std::int64_t programs, std::int64_t chunk, std::int64_t multiprocessors,
-                                       const KernelLimits& lim) {
+// - a score step reading at most 8 query rows (M3 decode), or up to one
+//   wave of one-page programs: one team, one-page rings, so that four
+//   programs share an SM (and every program of a wave starts at once);
+// - longer launches reading the whole tile: one team, two-page rings; with
+//   the heavier score step a page in flight beside each one scored streams
+//   faster.
+inline KernelShape choose_kernel_shape(std::int64_t programs, std::int64_t chunk, int live_rows,
+                                       std::int64_t multiprocessors, const KernelLimits& lim) {
   if (programs <= multiprocessors && chunk > 1 && lim.most_teams > 1) {
     int t = static_cast<int>(min64(lim.most_teams, chunk));
     while (t > 1 && ceil_div(chunk, t - 1) == ceil_div(chunk, t)) --t;
     return {t, 1};
   }
-  if (shape_supported({1, 2}, lim) && programs > lim.one_page_teams_per_sm * multiprocessors) return {1, 2};
+  if (live_rows > 8 && shape_supported({1, 2}, lim) && programs > lim.one_page_teams_per_sm * multiprocessors)
+    return {1, 2};
   return {1, 1};
 }
 CTXSCORE_HD inline std::int64_t slot_block(const ScoreParams& p, std::int64_t slot) {

@@ -68,8 +68,10 @@ __device__ inline uint4 first_query_chunk(const ScoreParams& p, std::int64_t req
 
 // kTeams teams of kThreads threads, each with a ring of kRingPages pages;
 // the SM holds teams_per_sm(kRingPages) teams at the register budget their
-// rings are sized for, however they are grouped.
-template <int kTeams, int kRingPages>
+// rings are sized for, however they are grouped. kLiveRows is 4 or 8 when
+// the query tile is one m-tile with at most that many live rows (H·QL ≤ 4
+// or ≤ 8), else 16.
+template <int kTeams, int kRingPages, int kLiveRows>
 __global__ __launch_bounds__(kThreads* kTeams, teams_per_sm(kRingPages) / kTeams) void context_score_kernel(ScoreParams p) {
   static_assert(shape_supported({kTeams, kRingPages}, kLimits), "the program's rings fit one SM");
   extern __shared__ uint4 smem[];
@@ -149,7 +151,7 @@ __global__ __launch_bounds__(kThreads* kTeams, teams_per_sm(kRingPages) / kTeams
       for (int t = 0; t < kTilesPerWave; ++t)
 #pragma unroll
         for (int e = 0; e < kAccElems; ++e) acc[t].v[e] = 0.0f;
-      mma_tiles(acc, q_tile, mt, lane, page);
+      mma_tiles<kLiveRows>(acc, q_tile, mt, lane, page);
       // Limits lie in [0, 128]: 32 bits (registers are what bound the
       // programs per SM).
       int limit[kAccRows];
@@ -169,6 +171,7 @@ __global__ __launch_bounds__(kThreads* kTeams, teams_per_sm(kRingPages) / kTeams
         }
 #pragma unroll
       for (int r = 0; r < kAccRows; ++r) {
+        if (!acc_rows_live(r, kLiveRows)) continue;  // padding rows are never stored
         float m = best[r];
 #pragma unroll
         for (int mask = 1; mask < kRowPeerSpan; mask <<= 1) m = fmaxf(m, shfl_xor(m, mask));
@@ -183,23 +186,27 @@ __global__ __launch_bounds__(kThreads* kTeams, teams_per_sm(kRingPages) / kTeams
   store_slot(p, j, row_out, slot_partials<kTeams>(partial, j, rows), rows, active, tid);
 }
 
-// The kernel instance of a supported shape: teams 1..kMaxTeams with
-// one-page rings, and 1..kMaxTeams / 2 with two-page ones.
+// The kernel instance of a supported shape (teams 1..kMaxTeams with
+// one-page rings, and 1..kMaxTeams / 2 with two-page ones) for a query tile
+// of at most 4, at most 8, or more live rows.
 using KernelFn = void (*)(ScoreParams);
-template <int kTeams, int kRingPages>
+template <int kTeams, int kRingPages, int kLiveRows>
 constexpr KernelFn kernel_if_supported() {
   if constexpr (shape_supported({kTeams, kRingPages}, kLimits))
-    return &context_score_kernel<kTeams, kRingPages>;
+    return &context_score_kernel<kTeams, kRingPages, kLiveRows>;
   else
     return nullptr;
 }
-template <std::size_t... I>
+template <int kLiveRows, std::size_t... I>
 KernelFn kernel_of(KernelShape k, std::index_sequence<I...>) {
-  constexpr KernelFn one_page[] = {kernel_if_supported<static_cast<int>(I) + 1, 1>()...};
-  constexpr KernelFn two_pages[] = {kernel_if_supported<static_cast<int>(I) + 1, 2>()...};
+  constexpr KernelFn one_page[] = {kernel_if_supported<static_cast<int>(I) + 1, 1, kLiveRows>()...};
+  constexpr KernelFn two_pages[] = {kernel_if_supported<static_cast<int>(I) + 1, 2, kLiveRows>()...};
   return (k.ring_pages == 1 ? one_page : two_pages)[k.teams - 1];
 }
-KernelFn kernel_of(KernelShape k) { return kernel_of(k, std::make_index_sequence<kMaxTeams>{}); }
+KernelFn kernel_of(KernelShape k, int live_rows) {
+  const auto teams = std::make_index_sequence<kMaxTeams>{};
+  return live_rows == 4 ? kernel_of<4>(k, teams) : live_rows == 8 ? kernel_of<8>(k, teams) : kernel_of<16>(k, teams);
+}
 
 void check_hip(hipError_t e, const char* what) {
   if (e != hipSuccess) throw std::runtime_error(std::string(what) + ": " + hipGetErrorString(e));
@@ -217,7 +224,8 @@ std::size_t shared_limit() {
 // The launch's teams and ring depth: the launcher's choice, or a test's
 // (GeometryOverride). A forced value is checked, never adjusted; the other
 // one, left to the kernel, is the largest that fits beside it.
-KernelShape kernel_shape(const Geometry& g, std::int64_t rows, const std::optional<GeometryOverride>& geometry) {
+KernelShape kernel_shape(const Geometry& g, std::int64_t rows, int live_rows,
+                         const std::optional<GeometryOverride>& geometry) {
   const KernelLimits& lim = kLimits;
   const std::size_t smem_limit = shared_limit();
   const std::int64_t forced_teams = geometry ? geometry->teams : 0, forced_ring = geometry ? geometry->ring_pages : 0;
@@ -234,7 +242,7 @@ KernelShape kernel_shape(const Geometry& g, std::int64_t rows, const std::option
                             std::to_string(forced_ring) + ", expected teams * ring pages <= " +
                             std::to_string(lim.most_teams) + " (a program's rings share one multiprocessor)");
   const int sms = device_attribute(hipDeviceAttributeMultiprocessorCount, "hipDeviceGetAttribute(multiprocessors)");
-  KernelShape k = choose_kernel_shape(g.grid_x * g.grid_y, g.chunk, sms, lim);
+  KernelShape k = choose_kernel_shape(g.grid_x * g.grid_y, g.chunk, live_rows, sms, lim);
   if (forced_teams != 0) k.teams = static_cast<int>(forced_teams);
   if (forced_ring != 0) k.ring_pages = static_cast<int>(forced_ring);
   // Fit the unforced one: first beside the forced one, then in shared memory.
@@ -294,9 +302,11 @@ LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
     throw ContractError(Clause::heads, "idx_q: heads * max_query_len = " + std::to_string(layout.heads * args.max_query_len) +
                                            ", expected <= " + std::to_string(most) +
                                            " (the query tile must fit one program's shared memory)");
-  const KernelShape k = kernel_shape(g, rows, geometry);
+  const int live_rows = live_tile_rows(layout.heads * args.max_query_len);
+  const KernelShape k = kernel_shape(g, rows, live_rows, geometry);
   result.teams = k.teams;
   result.ring_pages = k.ring_pages;
+  result.live_rows = live_rows;
   const std::size_t smem = shared_bytes(rows, k);
 
   ScoreParams p = make_score_params(args, layout, g);
@@ -316,12 +326,13 @@ LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
   }
   if (layout.tokens == 0) return result;  // T = 0 launches nothing
 
+  const KernelFn kernel = kernel_of(k, live_rows);
   if (smem > 48 * 1024)
-    check_hip(hipFuncSetAttribute(reinterpret_cast<const void*>(kernel_of(k)),
-                                  hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+    check_hip(hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem)),
               "hipFuncSetAttribute(shared memory)");
   const dim3 grid(static_cast<unsigned>(g.grid_x), static_cast<unsigned>(g.grid_y));
-  kernel_of(k)<<<grid, kThreads * k.teams, smem, stream>>>(p);
+  kernel<<<grid, kThreads * k.teams, smem, stream>>>(p);
   check_hip(hipGetLastError(), "context_score_kernel launch");
   result.launched = true;
   return result;

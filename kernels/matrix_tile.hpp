@@ -55,6 +55,17 @@ __device__ inline uint2 load_step(unsigned addr) {
   asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
   return v;
 }
+// The same in lanes where `read` holds, zeros without a read elsewhere.
+__device__ inline uint2 load_step_if(bool read, unsigned addr) {
+  uint2 v;
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n"
+      " @p ld.shared.v2.u32 {%0, %1}, [%2];\n}\n"
+      : "=r"(v.x), "=r"(v.y)
+      : "r"(addr), "r"(static_cast<int>(read))
+      : "memory");
+  return v;
+}
 
 __device__ inline std::uint32_t word(const uint4& chunk, int w) {
   return w == 0 ? chunk.x : w == 1 ? chunk.y : w == 2 ? chunk.z : chunk.w;
@@ -65,9 +76,14 @@ __device__ inline std::uint32_t word(const uint4& chunk, int w) {
 // step runs, so few are live at once (the register budget holds four teams
 // per SM): a step's query words, and every second step the page's 16-byte
 // chunk per n-tile, `page(t, v)` (the lane's chunk v of n-tile t).
-template <class Page>
+// kLiveRows: 16, or 8 or 4 when the tile is one m-tile whose rows from
+// there on are padding (M3 decode: 4 heads, 1 token). Padding rows' words
+// are zero, not read: a step's shared-memory reads shrink with them.
+template <int kLiveRows, class Page>
 __device__ inline void mma_tiles(Accum* acc, const std::uint32_t* q_tile, int m, int lane, const Page& page) {
+  static_assert(kLiveRows == 4 || kLiveRows == 8 || kLiveRows == 16, "a full tile, or 8 or 4 live rows");
   const int g = lane >> 2, c = lane & 3;
+  const bool lo_live = kLiveRows >= 8 || g < kLiveRows;  // lanes of padding rows skip the read
   uint4 b[kTilesPerWave];  // the current chunk of each n-tile: steps 2v and 2v + 1
   // Row g at the lane's chunk; row g + 8 and each step add constants.
   const unsigned r0 =
@@ -77,8 +93,10 @@ __device__ inline void mma_tiles(Accum* acc, const std::uint32_t* q_tile, int m,
     if (s % 2 == 0)
 #pragma unroll
       for (int t = 0; t < kTilesPerWave; ++t) b[t] = page(t, s / 2);
-    const uint2 lo = load_step(r0 + 4 * QueryLayout::step_word(0, s));
-    const uint2 hi = load_step(r0 + 4 * (QueryLayout::step_word(0, s) + 8 * QueryLayout::kRowWords));
+    const uint2 lo = kLiveRows >= 8 ? load_step(r0 + 4 * QueryLayout::step_word(0, s))
+                                    : load_step_if(lo_live, r0 + 4 * QueryLayout::step_word(0, s));
+    uint2 hi = make_uint2(0u, 0u);
+    if constexpr (kLiveRows > 8) hi = load_step(r0 + 4 * (QueryLayout::step_word(0, s) + 8 * QueryLayout::kRowWords));
 #pragma unroll
     for (int t = 0; t < kTilesPerWave; ++t) {
       const uint4& chunk = b[t];
@@ -98,6 +116,9 @@ __device__ inline int acc_position(int lane, int e) { return 2 * (lane & 3) + (e
 inline constexpr int kAccRows = 2;  // distinct rows per lane: g and g + 8
 __device__ inline int acc_row_index(int e) { return e >> 1; }  // which of them element e holds
 __device__ inline int acc_row_element(int r) { return 2 * r; }  // an element holding row index r
+// Whether row index r is a live row in some lane of the wave when only the
+// tile's first kLiveRows rows are.
+__device__ constexpr bool acc_rows_live(int r, int live_rows) { return 8 * r < live_rows; }
 // Lanes holding the same rows differ only in the lane bits below this span.
 inline constexpr int kRowPeerSpan = 4;
 __device__ inline bool row_leader(int lane) { return (lane & 3) == 0; }
@@ -125,14 +146,18 @@ __device__ inline bf16x4_t step_operand(uint2 w) {
   return r;
 }
 
-// As on NVIDIA: query words read per step from shared memory; the page's
-// chunks, `page(t, v)`, come from the lane's registers here.
-template <class Page>
+// As on NVIDIA: query words read per step from shared memory, padding rows
+// not at all; the page's chunks, `page(t, v)`, come from the lane's
+// registers here.
+template <int kLiveRows, class Page>
 __device__ inline void mma_tiles(Accum* acc, const std::uint32_t* q_tile, int m, int lane, const Page& page) {
+  static_assert(kLiveRows == 4 || kLiveRows == 8 || kLiveRows == 16, "a full tile, or 8 or 4 live rows");
   const std::uint32_t* r = q_tile + (m * 16 + (lane & 15)) * QueryLayout::kRowWords + QueryLayout::step_word(lane >> 4, 0);
+  const bool row_live = (lane & 15) < kLiveRows;
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
-    const bf16x4_t a = step_operand(*reinterpret_cast<const uint2*>(r + QueryLayout::step_word(0, s)));
+    const uint2 w = row_live ? *reinterpret_cast<const uint2*>(r + QueryLayout::step_word(0, s)) : make_uint2(0u, 0u);
+    const bf16x4_t a = step_operand(w);
 #pragma unroll
     for (int t = 0; t < kTilesPerWave; ++t) {
       const uint4 chunk = page(t, s / 2);
@@ -147,6 +172,7 @@ __device__ inline int acc_position(int lane, int) { return lane & 15; }
 inline constexpr int kAccRows = 4;
 __device__ inline int acc_row_index(int e) { return e; }
 __device__ inline int acc_row_element(int r) { return r; }
+__device__ constexpr bool acc_rows_live(int, int) { return true; }  // every index has rows 0..3 in lanes 0..15
 inline constexpr int kRowPeerSpan = 16;
 __device__ inline bool row_leader(int lane) { return (lane & 15) == 0; }
 

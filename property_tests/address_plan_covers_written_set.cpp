@@ -97,19 +97,21 @@ RC_GTEST_PROP(AddressPlan, WritesExactlyTheReferenceWrittenSetOnce, ()) {
 
 // The kernel shape: where programs fit the SMs, the fewest teams (one-page
 // rings) that make a team's share of the chunk smallest; otherwise one team,
-// with two-page rings only past one wave of one-page programs. Whatever it
-// picks, the platform has.
+// with two-page rings only for a score step reading all 16 query rows past
+// one wave of one-page programs. Whatever it picks, the platform has.
 RC_GTEST_PROP(AddressPlan, KernelShapeSplitsAChunkIntoItsSmallestShares, ()) {
   const std::int64_t programs = *rc::gen::inRange<std::int64_t>(1, 5000), chunk = *rc::gen::inRange<std::int64_t>(1, 70);
   const std::int64_t sms = *rc::gen::inRange<std::int64_t>(1, 300);
+  const int live = live_tile_rows(*rc::gen::inRange<std::int64_t>(1, 40));
   KernelLimits lim;
   lim.most_teams = *rc::gen::inRange(1, 5);
   lim.most_ring_pages = *rc::gen::inRange(1, 3);
   lim.one_page_teams_per_sm = *rc::gen::inRange(1, 5);
-  const KernelShape k = choose_kernel_shape(programs, chunk, sms, lim);
+  const KernelShape k = choose_kernel_shape(programs, chunk, live, sms, lim);
   RC_ASSERT(shape_supported(k, lim));
   if (programs > sms || chunk == 1) RC_ASSERT(k.teams == 1);
-  RC_ASSERT(k.ring_pages == (programs > lim.one_page_teams_per_sm * sms && shape_supported({1, 2}, lim) ? 2 : 1));
+  RC_ASSERT(k.ring_pages ==
+            (live == 16 && programs > lim.one_page_teams_per_sm * sms && shape_supported({1, 2}, lim) ? 2 : 1));
   if (programs > sms) return;
   const auto share = [chunk](std::int64_t teams) { return (chunk + teams - 1) / teams; };
   for (int u = 1; u <= lim.most_teams; ++u) {
@@ -122,26 +124,41 @@ TEST(AddressPlan, KernelShapesAtTheM3Shapes) {
   // H200: 132 SMs, four one-page teams per SM, programs of up to four
   // one-page teams or two two-page ones.
   const KernelLimits h200{4, 2, 4};
-  const auto shape = [&](std::int64_t programs, std::int64_t chunk, const KernelLimits& lim) {
-    const KernelShape k = choose_kernel_shape(programs, chunk, 132, lim);
+  // Query rows read: H 4 × QL 1 (decode) and QL 4 (speculative decode).
+  const int decode = live_tile_rows(4 * 1), speculative = live_tile_rows(4 * 4);
+  EXPECT_EQ(decode, 4);
+  EXPECT_EQ(speculative, 16);
+  EXPECT_EQ(live_tile_rows(1), 4);
+  EXPECT_EQ(live_tile_rows(5), 8);
+  EXPECT_EQ(live_tile_rows(8), 8);
+  EXPECT_EQ(live_tile_rows(9), 16);
+  EXPECT_EQ(live_tile_rows(64), 16);  // H 16 × QL 4: four m-tiles, each read whole
+  const auto shape = [&](std::int64_t programs, std::int64_t chunk, int live, const KernelLimits& lim) {
+    const KernelShape k = choose_kernel_shape(programs, chunk, live, 132, lim);
     return std::pair{k.teams, k.ring_pages};
   };
   using P = std::pair<int, int>;
-  EXPECT_EQ(shape(16, 4, h200), P(4, 1));     // batch 1, 32K: a slot per team
-  EXPECT_EQ(shape(128, 4, h200), P(4, 1));    // batch 8, 32K
-  EXPECT_EQ(shape(512, 4, h200), P(1, 1));    // batch 8, 128K and batch 1, 1M: one wave of 528
-  EXPECT_EQ(shape(528, 4, h200), P(1, 1));
-  EXPECT_EQ(shape(529, 4, h200), P(1, 2));
-  EXPECT_EQ(shape(1024, 4, h200), P(1, 2));   // batch 64, 32K
-  EXPECT_EQ(shape(4096, 4, h200), P(1, 2));   // batch 64, 128K and batch 8, 1M
-  EXPECT_EQ(shape(16, 3, h200), P(3, 1));
-  EXPECT_EQ(shape(16, 5, h200), P(3, 1));     // a fourth team would not shorten 5 slots
-  EXPECT_EQ(shape(16, 1, h200), P(1, 1));
-  EXPECT_EQ(shape(132, 4, h200), P(4, 1));
-  EXPECT_EQ(shape(133, 4, h200), P(1, 1));
+  for (const int live : {decode, speculative}) {
+    EXPECT_EQ(shape(16, 4, live, h200), P(4, 1));     // batch 1, 32K: a slot per team
+    EXPECT_EQ(shape(128, 4, live, h200), P(4, 1));    // batch 8, 32K
+    EXPECT_EQ(shape(512, 4, live, h200), P(1, 1));    // batch 8, 128K and batch 1, 1M: one wave of 528
+    EXPECT_EQ(shape(528, 4, live, h200), P(1, 1));
+    EXPECT_EQ(shape(16, 3, live, h200), P(3, 1));
+    EXPECT_EQ(shape(16, 5, live, h200), P(3, 1));     // a fourth team would not shorten 5 slots
+    EXPECT_EQ(shape(16, 1, live, h200), P(1, 1));
+    EXPECT_EQ(shape(132, 4, live, h200), P(4, 1));
+    EXPECT_EQ(shape(133, 4, live, h200), P(1, 1));
+  }
+  // Past one wave: decode's light score step keeps one-page rings, the whole tile takes two.
+  EXPECT_EQ(shape(529, 4, decode, h200), P(1, 1));
+  EXPECT_EQ(shape(1024, 4, decode, h200), P(1, 1));   // batch 64, 32K
+  EXPECT_EQ(shape(4096, 4, decode, h200), P(1, 1));   // batch 64, 128K and batch 8, 1M
+  EXPECT_EQ(shape(529, 4, speculative, h200), P(1, 2));
+  EXPECT_EQ(shape(1024, 4, speculative, h200), P(1, 2));
+  EXPECT_EQ(shape(4096, 4, speculative, h200), P(1, 2));
   const KernelLimits amd{1, 1, 1};  // one team, the register stream
-  EXPECT_EQ(shape(16, 4, amd), P(1, 1));
-  EXPECT_EQ(shape(4096, 4, amd), P(1, 1));
+  EXPECT_EQ(shape(16, 4, speculative, amd), P(1, 1));
+  EXPECT_EQ(shape(4096, 4, speculative, amd), P(1, 1));
 }
 
 RC_GTEST_PROP(AddressPlan, ReadsTheReferencePageOfEverySlot, ()) {

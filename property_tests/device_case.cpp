@@ -79,7 +79,7 @@ std::string KernelVerdict::str() const {
   std::ostringstream s;
   const Geometry& g = launch.geometry;
   s << report.summary() << " [grid " << g.grid_x << "x" << g.grid_y << " CHUNK " << g.chunk << " N " << g.tile_n
-    << " teams " << launch.teams << " ring pages " << launch.ring_pages << "]";
+    << " teams " << launch.teams << " ring pages " << launch.ring_pages << " live rows " << launch.live_rows << "]";
   return s.str();
 }
 
@@ -91,8 +91,9 @@ KernelStats& kernel_stats() {
 std::string KernelStats::str() const {
   std::ostringstream o;
   o.precision(4);
-  o << "kernel comparisons: " << cases << " cases (by teams x ring pages:";
-  for (const auto& [shape, n] : shapes) o << " " << shape.first << "x" << shape.second << " " << n;
+  o << "kernel comparisons: " << cases << " cases (by teams x ring pages / live rows:";
+  for (const auto& [shape, n] : shapes)
+    o << " " << std::get<0>(shape) << "x" << std::get<1>(shape) << "/" << std::get<2>(shape) << " " << n;
   o << "), " << written << " written elements (" << neg_inf << " -inf), worst error/bound ratio " << worst_ratio;
   if (!worst_case.empty()) o << " in " << worst_case;
   return o.str();
@@ -100,7 +101,7 @@ std::string KernelStats::str() const {
 
 void KernelStats::add(const Case& c, const CompareReport& r, const LaunchResult& launch) {
   ++cases;
-  ++shapes[{launch.teams, launch.ring_pages}];
+  ++shapes[{launch.teams, launch.ring_pages, launch.live_rows}];
   written += r.written;
   neg_inf += r.written_neg_inf;
   if (r.worst_ratio > worst_ratio) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -56,7 +57,7 @@ struct KernelVerdict {
 // the runner's stats hook).
 struct KernelStats {
   std::int64_t cases = 0, written = 0, neg_inf = 0;
-  std::map<std::pair<int, int>, std::int64_t> shapes;  // launches by (teams, ring pages)
+  std::map<std::tuple<int, int, int>, std::int64_t> shapes;  // launches by (teams, ring pages, live rows)
   double worst_ratio = 0;
   std::string worst_case;
   void add(const Case& c, const CompareReport& r, const LaunchResult& launch);

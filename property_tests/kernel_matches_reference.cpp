@@ -182,7 +182,8 @@ TEST_F(Kernel, MissingOrShortOutScoresIntoAFreshBufferAndSaysSo) {
 // The kernel's shape (teams per program, pages per team's ring) changes who
 // scores a slot and when, never a value: bitwise the same out under every
 // shape the platform has, at a chunking where the teams' shares differ
-// (CHUNK 5 over up to four teams) and one-page rings are reused.
+// (CHUNK 5 over up to four teams) and one-page rings are reused, for each
+// of the kernel instances by query rows read (4, 8, 16).
 TEST_F(Kernel, KernelShapesDoNotChangeTheScores) {
   Case c;
   c.label = "kernel_shapes_do_not_change_scores";
@@ -196,20 +197,25 @@ TEST_F(Kernel, KernelShapesDoNotChangeTheScores) {
   c.table_width = c.table_row_stride = 32;
   c.block_table.assign(64, 0);
   for (std::size_t e = 0; e < c.block_table.size(); ++e) c.block_table[e] = static_cast<std::int32_t>((e * 7) % 64);
-  std::vector<std::vector<float>> outs;
-  for (std::int64_t ring = 1; ring <= max_ring_pages(); ++ring)
-    for (std::int64_t teams = 1; teams * ring <= max_teams(); ++teams) {
-      c.geometry = GeometryOverride{5, 4, teams, ring};
-      HostCase host = materialize(c.resolved());
-      LaunchResult r;
-      outs.push_back(test::run_kernel(host, nullptr, &r));
-      EXPECT_EQ(r.teams, teams);
-      EXPECT_EQ(r.ring_pages, ring);
-      const auto v = check_kernel(c.resolved());
-      EXPECT_TRUE(v.report.ok()) << v.str();
-      EXPECT_EQ(outs.back(), outs.front()) << "teams " << teams << ", ring pages " << ring;
-    }
-  EXPECT_EQ(outs.size(), max_ring_pages() == 2 ? max_teams() + max_teams() / 2 : max_teams());
+  // H 2, 6 and 12 (QL 1) run the kernel instances reading 4, 8 and 16 query rows.
+  for (const auto& [heads, live] : {std::pair{2, 4}, std::pair{6, 8}, std::pair{12, 16}}) {
+    c.heads = heads;
+    std::vector<std::vector<float>> outs;
+    for (std::int64_t ring = 1; ring <= max_ring_pages(); ++ring)
+      for (std::int64_t teams = 1; teams * ring <= max_teams(); ++teams) {
+        c.geometry = GeometryOverride{5, 4, teams, ring};
+        HostCase host = materialize(c.resolved());
+        LaunchResult r;
+        outs.push_back(test::run_kernel(host, nullptr, &r));
+        EXPECT_EQ(r.teams, teams);
+        EXPECT_EQ(r.ring_pages, ring);
+        EXPECT_EQ(r.live_rows, live) << "H " << heads;
+        const auto v = check_kernel(c.resolved());
+        EXPECT_TRUE(v.report.ok()) << v.str();
+        EXPECT_EQ(outs.back(), outs.front()) << "H " << heads << ", teams " << teams << ", ring pages " << ring;
+      }
+    EXPECT_EQ(outs.size(), max_ring_pages() == 2 ? max_teams() + max_teams() / 2 : max_teams());
+  }
 }
 
 TEST_F(Kernel, UnsupportedKernelShapesAreRejected) {

@@ -93,7 +93,7 @@ struct Row {
   Shape s;
   double us, bytes, gbps, fraction;
   std::int64_t grid_y, chunk;
-  int teams, ring_pages;
+  int teams, ring_pages, live_rows;
   std::string check;
 };
 
@@ -204,7 +204,7 @@ Row measure(const Shape& sh, double copy_bps, hipStream_t s, int replays) {
     args.push_back(a);
   }
   Geometry launched;
-  int teams = 0, ring_pages = 0;
+  int teams = 0, ring_pages = 0, live_rows = 0;
   hipGraph_t graph;
   check(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal), "capture");
   for (int k = 0; k < calls; ++k) {
@@ -212,6 +212,7 @@ Row measure(const Shape& sh, double copy_bps, hipStream_t s, int replays) {
     launched = r.geometry;
     teams = r.teams;
     ring_pages = r.ring_pages;
+    live_rows = r.live_rows;
   }
   check(hipStreamEndCapture(s, &graph), "end capture");
   hipGraphExec_t exec;
@@ -220,7 +221,7 @@ Row measure(const Shape& sh, double copy_bps, hipStream_t s, int replays) {
   const double us = time_us(s, 3, replays, [&](int) { check(hipGraphLaunch(exec, s), "replay"); }) / calls;
   check(hipStreamSynchronize(s), "replays");
   (void)hipGraphExecDestroy(exec);
-  Row r{sh, us, bytes, bytes / (us * 1e-6) * 1e-9, bytes / (us * 1e-6) / copy_bps, launched.grid_y, launched.chunk, teams, ring_pages, ""};
+  Row r{sh, us, bytes, bytes / (us * 1e-6) * 1e-9, bytes / (us * 1e-6) / copy_bps, launched.grid_y, launched.chunk, teams, ring_pages, live_rows, ""};
   r.check = spot_check(sh, prod, q0, static_cast<const std::uint16_t*>(cache.get()), table0, static_cast<const float*>(outs[0].get()), sentinel);
   return r;
 }
@@ -256,30 +257,34 @@ int main(int argc, char** argv) {
       if (u.b <= 8) shapes.push_back({u.b, u.ctx, 4, 1, 4, 1, u.up, true, 0, 0});
     // The launcher's alternatives, forced, side by side: for the small
     // launches two teams of two-page rings and one team of a one-page ring;
-    // for the others one team with either ring depth.
+    // for the others one team with either ring depth; and for speculative
+    // decode's launches past one wave (two-page rings) one-page rings.
     for (const auto& u : upstream) {
       const bool small = u.b * u.ctx <= 8 * 32768;
       shapes.push_back({u.b, u.ctx, 4, 1, 4, 1, u.up, false, small ? 2 : 1, small ? 2 : 1});
       shapes.push_back({u.b, u.ctx, 4, 1, 4, 1, u.up, false, 1, small ? 1 : 2});
     }
+    for (const auto& u : upstream)
+      if (u.b * u.ctx > 8 * 131072) shapes.push_back({u.b, u.ctx, 4, 4, 4, 1, 0, false, 1, 1});
     std::vector<Row> rows;
     for (const Shape& sh : shapes) {
       rows.push_back(measure(sh, copy, s, replays));
       const Row& r = rows.back();
-      std::fprintf(stderr, "measured B=%lld ctx=%lld H=%lld QL=%lld world=%lld%s teams=%d ring pages=%d: %.1f us, %s\n",
+      std::fprintf(stderr, "measured B=%lld ctx=%lld H=%lld QL=%lld world=%lld%s teams=%d ring pages=%d live rows=%d: %.1f us, %s\n",
                    (long long)sh.batch, (long long)sh.context, (long long)sh.heads, (long long)sh.query_len,
-                   (long long)sh.world, sh.chunk_one ? " CHUNK=1" : "", r.teams, r.ring_pages, r.us, r.check.c_str());
+                   (long long)sh.world, sh.chunk_one ? " CHUNK=1" : "", r.teams, r.ring_pages, r.live_rows, r.us,
+                   r.check.c_str());
     }
     FILE* f = std::fopen(csv.c_str(), "w");
     if (!f) throw std::runtime_error("cannot write " + csv);
-    std::fprintf(f, "batch,context,heads,query_len,world,rank,geometry,chunk,grid_y,teams,ring_pages,shape_forced,us_median,bytes,gbps,fraction_of_copy,copy_tbps,upstream_us,spot_check\n");
+    std::fprintf(f, "batch,context,heads,query_len,world,rank,geometry,chunk,grid_y,teams,ring_pages,live_rows,shape_forced,us_median,bytes,gbps,fraction_of_copy,copy_tbps,upstream_us,spot_check\n");
     for (const Row& r : rows)
-      std::fprintf(f, "%lld,%lld,%lld,%lld,%lld,%lld,%s,%lld,%lld,%d,%d,%d,%.3f,%.0f,%.1f,%.4f,%.4f,%.1f,%s\n", (long long)r.s.batch,
+      std::fprintf(f, "%lld,%lld,%lld,%lld,%lld,%lld,%s,%lld,%lld,%d,%d,%d,%d,%.3f,%.0f,%.1f,%.4f,%.4f,%.1f,%s\n", (long long)r.s.batch,
                    (long long)r.s.context, (long long)r.s.heads, (long long)r.s.query_len, (long long)r.s.world,
                    (long long)r.s.rank, r.s.chunk_one ? "chunk1" : "production", (long long)r.chunk, (long long)r.grid_y,
-                   r.teams, r.ring_pages, r.s.teams != 0 || r.s.ring_pages != 0, r.us, r.bytes, r.gbps, r.fraction, copy * 1e-12, r.s.upstream_us, r.check.c_str());
+                   r.teams, r.ring_pages, r.live_rows, r.s.teams != 0 || r.s.ring_pages != 0, r.us, r.bytes, r.gbps, r.fraction, copy * 1e-12, r.s.upstream_us, r.check.c_str());
     std::fclose(f);
-    std::printf("\n%6s %8s %3s %3s %5s %-10s %6s %6s %10s %10s %9s %8s %10s %8s  %s\n", "batch", "context", "H", "QL", "world",
+    std::printf("\n%6s %8s %3s %3s %5s %-10s %6s %8s %10s %10s %9s %8s %10s %8s  %s\n", "batch", "context", "H", "QL", "world",
                 "geometry", "grid_y", "shape", "us", "MiB read", "GB/s", "of copy", "upstream", "speedup", "spot check");
     for (const Row& r : rows) {
       char up[16] = "-", sp[16] = "-";
@@ -287,14 +292,16 @@ int main(int argc, char** argv) {
         std::snprintf(up, sizeof up, "%.1f", r.s.upstream_us);
         std::snprintf(sp, sizeof sp, "%.2fx", r.s.upstream_us / r.us);
       }
-      char tm[16];
-      std::snprintf(tm, sizeof tm, "%dx%d%s", r.teams, r.ring_pages, r.s.teams != 0 || r.s.ring_pages != 0 ? "!" : "");
-      std::printf("%6lld %7lldK %3lld %3lld %5lld %-10s %6lld %6s %10.1f %10.1f %9.0f %8.2f %10s %8s  %s\n", (long long)r.s.batch,
+      char tm[24];
+      std::snprintf(tm, sizeof tm, "%dx%d/%d%s", r.teams, r.ring_pages, r.live_rows,
+                    r.s.teams != 0 || r.s.ring_pages != 0 ? "!" : "");
+      std::printf("%6lld %7lldK %3lld %3lld %5lld %-10s %6lld %8s %10.1f %10.1f %9.0f %8.2f %10s %8s  %s\n", (long long)r.s.batch,
                   (long long)(r.s.context / 1024), (long long)r.s.heads, (long long)r.s.query_len, (long long)r.s.world,
                   r.s.chunk_one ? "CHUNK=1" : "production", (long long)r.grid_y, tm, r.us, r.bytes / (1 << 20), r.gbps,
                   r.fraction, up, sp, r.check.c_str());
     }
-    std::printf("shape: teams per program x pages per team's ring (! = forced; otherwise the launcher's choice)\nraw numbers: %s\n",
+    std::printf("shape: teams per program x pages per team's ring / query rows the score step reads (! = forced;\n"
+                "otherwise the launcher's choice)\nraw numbers: %s\n",
                 csv.c_str());
     for (const Row& r : rows)
       if (r.check.rfind("ok", 0) != 0) return 1;
