@@ -307,6 +307,7 @@ LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
   result.teams = k.teams;
   result.ring_pages = k.ring_pages;
   result.live_rows = live_rows;
+  result.threads = kThreads * k.teams;
   const std::size_t smem = shared_bytes(rows, k);
 
   ScoreParams p = make_score_params(args, layout, g);
@@ -332,7 +333,7 @@ LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
                                   static_cast<int>(smem)),
               "hipFuncSetAttribute(shared memory)");
   const dim3 grid(static_cast<unsigned>(g.grid_x), static_cast<unsigned>(g.grid_y));
-  kernel<<<grid, kThreads * k.teams, smem, stream>>>(p);
+  kernel<<<grid, result.threads, smem, stream>>>(p);
   check_hip(hipGetLastError(), "context_score_kernel launch");
   result.launched = true;
   return result;

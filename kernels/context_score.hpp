@@ -27,6 +27,7 @@ struct LaunchResult {
   int teams = 0;              // thread teams per program (page_stream.hpp)
   int ring_pages = 0;         // pages in each team's ring
   int live_rows = 0;          // query rows the score step reads per m-tile: 4, 8 or 16 (address_plan.hpp)
+  int threads = 0;            // threads per program: teams × 256
   bool launched = false;      // false only when T = 0
   bool used_given_out = false;
   std::string fresh_reason;   // why `fresh` was allocated, when it was

@@ -3,8 +3,9 @@
 // replays of one graph of many calls that rotates input sets, so nothing
 // runs from L2; random data), the bytes the kernel must read, GB/s and the
 // fraction of copy bandwidth, with the upstream kernel's time beside it
-// where the brief measured one. Every configuration is spot-checked once
-// against the reference.
+// where the brief measured one, and the launch floor: an empty kernel of the
+// same grid and block size, timed the same way. Every configuration is
+// spot-checked once against the reference.
 //   ctxscore_kernel_benchmark [--csv FILE] [--replays N]
 #include <algorithm>
 #include <cmath>
@@ -45,6 +46,10 @@ __global__ void fill_f32(float* p, std::int64_t n, float v) {
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     p[e] = v;
 }
+
+// The launch floor's kernel: nothing to do, so its time per call in a graph
+// is what launching and retiring the grid costs.
+__global__ void empty_program() {}
 
 double median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
@@ -91,7 +96,7 @@ struct Shape {
 
 struct Row {
   Shape s;
-  double us, bytes, gbps, fraction;
+  double us, bytes, gbps, fraction, launch_floor_us;
   std::int64_t grid_y, chunk;
   int teams, ring_pages, live_rows;
   std::string check;
@@ -204,7 +209,7 @@ Row measure(const Shape& sh, double copy_bps, hipStream_t s, int replays) {
     args.push_back(a);
   }
   Geometry launched;
-  int teams = 0, ring_pages = 0, live_rows = 0;
+  int teams = 0, ring_pages = 0, live_rows = 0, threads = 0;
   hipGraph_t graph;
   check(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal), "capture");
   for (int k = 0; k < calls; ++k) {
@@ -213,6 +218,7 @@ Row measure(const Shape& sh, double copy_bps, hipStream_t s, int replays) {
     teams = r.teams;
     ring_pages = r.ring_pages;
     live_rows = r.live_rows;
+    threads = r.threads;
   }
   check(hipStreamEndCapture(s, &graph), "end capture");
   hipGraphExec_t exec;
@@ -221,7 +227,17 @@ Row measure(const Shape& sh, double copy_bps, hipStream_t s, int replays) {
   const double us = time_us(s, 3, replays, [&](int) { check(hipGraphLaunch(exec, s), "replay"); }) / calls;
   check(hipStreamSynchronize(s), "replays");
   (void)hipGraphExecDestroy(exec);
-  Row r{sh, us, bytes, bytes / (us * 1e-6) * 1e-9, bytes / (us * 1e-6) / copy_bps, launched.grid_y, launched.chunk, teams, ring_pages, live_rows, ""};
+  // The same number of empty launches of the same grid and block size.
+  const dim3 grid(static_cast<unsigned>(launched.grid_x), static_cast<unsigned>(launched.grid_y));
+  check(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal), "capture floor");
+  for (int k = 0; k < calls; ++k) empty_program<<<grid, threads, 0, s>>>();
+  check(hipStreamEndCapture(s, &graph), "end capture floor");
+  check(hipGraphInstantiateWithFlags(&exec, graph, 0), "instantiate floor");
+  (void)hipGraphDestroy(graph);
+  const double floor_us = time_us(s, 3, replays, [&](int) { check(hipGraphLaunch(exec, s), "replay floor"); }) / calls;
+  check(hipStreamSynchronize(s), "floor replays");
+  (void)hipGraphExecDestroy(exec);
+  Row r{sh, us, bytes, bytes / (us * 1e-6) * 1e-9, bytes / (us * 1e-6) / copy_bps, floor_us, launched.grid_y, launched.chunk, teams, ring_pages, live_rows, ""};
   r.check = spot_check(sh, prod, q0, static_cast<const std::uint16_t*>(cache.get()), table0, static_cast<const float*>(outs[0].get()), sentinel);
   return r;
 }
@@ -277,15 +293,15 @@ int main(int argc, char** argv) {
     }
     FILE* f = std::fopen(csv.c_str(), "w");
     if (!f) throw std::runtime_error("cannot write " + csv);
-    std::fprintf(f, "batch,context,heads,query_len,world,rank,geometry,chunk,grid_y,teams,ring_pages,live_rows,shape_forced,us_median,bytes,gbps,fraction_of_copy,copy_tbps,upstream_us,spot_check\n");
+    std::fprintf(f, "batch,context,heads,query_len,world,rank,geometry,chunk,grid_y,teams,ring_pages,live_rows,shape_forced,us_median,launch_floor_us,bytes,gbps,fraction_of_copy,copy_tbps,upstream_us,spot_check\n");
     for (const Row& r : rows)
-      std::fprintf(f, "%lld,%lld,%lld,%lld,%lld,%lld,%s,%lld,%lld,%d,%d,%d,%d,%.3f,%.0f,%.1f,%.4f,%.4f,%.1f,%s\n", (long long)r.s.batch,
+      std::fprintf(f, "%lld,%lld,%lld,%lld,%lld,%lld,%s,%lld,%lld,%d,%d,%d,%d,%.3f,%.3f,%.0f,%.1f,%.4f,%.4f,%.1f,%s\n", (long long)r.s.batch,
                    (long long)r.s.context, (long long)r.s.heads, (long long)r.s.query_len, (long long)r.s.world,
                    (long long)r.s.rank, r.s.chunk_one ? "chunk1" : "production", (long long)r.chunk, (long long)r.grid_y,
-                   r.teams, r.ring_pages, r.live_rows, r.s.teams != 0 || r.s.ring_pages != 0, r.us, r.bytes, r.gbps, r.fraction, copy * 1e-12, r.s.upstream_us, r.check.c_str());
+                   r.teams, r.ring_pages, r.live_rows, r.s.teams != 0 || r.s.ring_pages != 0, r.us, r.launch_floor_us, r.bytes, r.gbps, r.fraction, copy * 1e-12, r.s.upstream_us, r.check.c_str());
     std::fclose(f);
-    std::printf("\n%6s %8s %3s %3s %5s %-10s %6s %8s %10s %10s %9s %8s %10s %8s  %s\n", "batch", "context", "H", "QL", "world",
-                "geometry", "grid_y", "shape", "us", "MiB read", "GB/s", "of copy", "upstream", "speedup", "spot check");
+    std::printf("\n%6s %8s %3s %3s %5s %-10s %6s %8s %10s %7s %10s %9s %8s %10s %8s  %s\n", "batch", "context", "H", "QL", "world",
+                "geometry", "grid_y", "shape", "us", "launch", "MiB read", "GB/s", "of copy", "upstream", "speedup", "spot check");
     for (const Row& r : rows) {
       char up[16] = "-", sp[16] = "-";
       if (r.s.upstream_us > 0) {
@@ -295,13 +311,14 @@ int main(int argc, char** argv) {
       char tm[24];
       std::snprintf(tm, sizeof tm, "%dx%d/%d%s", r.teams, r.ring_pages, r.live_rows,
                     r.s.teams != 0 || r.s.ring_pages != 0 ? "!" : "");
-      std::printf("%6lld %7lldK %3lld %3lld %5lld %-10s %6lld %8s %10.1f %10.1f %9.0f %8.2f %10s %8s  %s\n", (long long)r.s.batch,
+      std::printf("%6lld %7lldK %3lld %3lld %5lld %-10s %6lld %8s %10.1f %7.1f %10.1f %9.0f %8.2f %10s %8s  %s\n", (long long)r.s.batch,
                   (long long)(r.s.context / 1024), (long long)r.s.heads, (long long)r.s.query_len, (long long)r.s.world,
-                  r.s.chunk_one ? "CHUNK=1" : "production", (long long)r.grid_y, tm, r.us, r.bytes / (1 << 20), r.gbps,
+                  r.s.chunk_one ? "CHUNK=1" : "production", (long long)r.grid_y, tm, r.us, r.launch_floor_us, r.bytes / (1 << 20), r.gbps,
                   r.fraction, up, sp, r.check.c_str());
     }
     std::printf("shape: teams per program x pages per team's ring / query rows the score step reads (! = forced;\n"
-                "otherwise the launcher's choice)\nraw numbers: %s\n",
+                "otherwise the launcher's choice); launch: us per call of an empty kernel of the same grid and block\n"
+                "raw numbers: %s\n",
                 csv.c_str());
     for (const Row& r : rows)
       if (r.check.rfind("ok", 0) != 0) return 1;
