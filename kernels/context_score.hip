@@ -208,10 +208,6 @@ KernelFn kernel_of(KernelShape k, int live_rows) {
   return live_rows == 4 ? kernel_of<4>(k, teams) : live_rows == 8 ? kernel_of<8>(k, teams) : kernel_of<16>(k, teams);
 }
 
-void check_hip(hipError_t e, const char* what) {
-  if (e != hipSuccess) throw std::runtime_error(std::string(what) + ": " + hipGetErrorString(e));
-}
-
 int device_attribute(hipDeviceAttribute_t what, const char* name) {
   int device = 0, value = 0;
   check_hip(hipGetDevice(&device), "hipGetDevice");

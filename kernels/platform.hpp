@@ -60,6 +60,17 @@
 #define CTXSCORE_SHARED_LIMIT_ATTR hipDeviceAttributeMaxSharedMemoryPerBlock
 #endif
 
+#include <stdexcept>
+#include <string>
+
+namespace ctxscore {
+// The one check of a HIP (or CUDA) runtime call: a failing call becomes an
+// exception naming the call.
+inline void check_hip(hipError_t e, const char* what) {
+  if (e != hipSuccess) throw std::runtime_error(std::string(what) + ": " + hipGetErrorString(e));
+}
+}  // namespace ctxscore
+
 #if defined(__CUDACC__) || defined(__HIPCC__)  // device code; host-only includers skip it
 namespace ctxscore {
 // A butterfly shuffle over the whole wave. A function, not a macro named

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "address_plan.hpp"
-#include "generators.hpp"
+#include "ctxscore/harness/generators.hpp"
 #include "scored_case.hpp"
 
 namespace ctxscore {

@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "ctxscore/compare.hpp"
-#include "generators.hpp"
+#include "ctxscore/harness/generators.hpp"
 #include "scored_case.hpp"
 
 namespace ctxscore {

@@ -1,15 +1,11 @@
 #include "property_runner.hpp"
 
-#include "generators.hpp"
-
-#include <algorithm>
-#include <filesystem>
-
-#include "ctxscore/fixture.hpp"
-
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <sstream>
+
+#include "ctxscore/harness/generators.hpp"
 
 namespace ctxscore::test {
 
@@ -17,39 +13,30 @@ namespace {
 
 struct Failure {
   Case c;
-  std::string verdict;
+  std::string verdict, backend_flags;
 };
 std::optional<Failure>& last_failure() {
   static std::optional<Failure> f;
   return f;
 }
-// The shrunk case as a replayable fixture, in $CTXSCORE_FAILURE_DIR
-// (default ./failures); returns the path, or why none was written.
-std::string write_failure(const Case& c, const std::string& test_id, std::uint64_t seed) {
-  const char* env = std::getenv("CTXSCORE_FAILURE_DIR");
-  const std::filesystem::path dir = env && *env ? env : "failures";
-  std::string name = test_id + "_seed" + std::to_string(seed) + ".safetensors";
-  std::replace(name.begin(), name.end(), '/', '_');
-  try {
-    std::filesystem::create_directories(dir);
-    const std::string path = (dir / name).string();
-    write_fixture(path, make_fixture(c));
-    return path + " (replay: ctxscore fixtures check " + path + " --backend hip)";
-  } catch (const std::exception& e) {
-    return std::string("not written: ") + e.what();
-  }
-}
 
 }  // namespace
 
-std::function<std::string()>& stats_hook() {
-  static std::function<std::string()> h;
-  return h;
+harness::JudgeStats& property_stats() {
+  static harness::JudgeStats s;
+  return s;
 }
-std::string stats_line() { return stats_hook() ? stats_hook()() : ""; }
-void set_stats_hook(std::function<std::string()> h) { stats_hook() = std::move(h); }
 
-void note_failure(const Case& c, const std::string& verdict) { last_failure() = Failure{c, verdict}; }
+void note_failure(const Case& c, const std::string& verdict, const std::string& backend_flags) {
+  last_failure() = Failure{c, verdict, backend_flags};
+}
+
+void require(const harness::Verdict& v, const std::string& backend_flags) {
+  property_stats().add(v);
+  if (v.ok()) return;
+  note_failure(v.spec, v.str(), backend_flags);
+  RC_FAIL(v.str());
+}
 
 void run_property(int cases, const std::function<void()>& property) {
   rc::detail::TestParams params = rc::detail::configuration().testParams;
@@ -60,6 +47,7 @@ void run_property(int cases, const std::function<void()>& property) {
   meta.id = std::string(info->test_suite_name()) + "/" + info->name();
   meta.description = info->name();
   last_failure().reset();
+  property_stats() = {};
   const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), meta, params);
   std::ostringstream msg;
   rc::detail::printResultMessage(result, msg);
@@ -72,13 +60,14 @@ void run_property(int cases, const std::function<void()>& property) {
       if (name != "(cases)") std::cout << "  " << name << ": " << k << " (" << 100.0 * k / n << "%)\n";
   }
   counts.clear();
-  if (const auto& stats = stats_line(); !stats.empty()) std::cout << stats << "\n";
+  if (property_stats().cases > 0) std::cout << "verdicts: " << property_stats().str() << "\n";
   std::cout << std::flush;
   if (success) return;
   msg << "\nseed: " << params.seed << " (replay: RC_PARAMS=\"seed=" << params.seed << "\")";
   if (const auto& f = last_failure()) {
     msg << "\nshrunk case: " << f->c.str() << "\nverdict: " << f->verdict;
-    msg << "\nfixture: " << write_failure(f->c, meta.id, params.seed);
+    msg << "\nfixture: "
+        << harness::write_failure_fixture(f->c, meta.id + "_seed" + std::to_string(params.seed), f->backend_flags);
   }
   ADD_FAILURE() << msg.str();
 }

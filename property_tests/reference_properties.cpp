@@ -8,14 +8,13 @@
 #include <cmath>
 #include <map>
 
-#include "generators.hpp"
+#include "ctxscore/harness/generators.hpp"
 #include "ctxscore/compare.hpp"
 #include "scored_case.hpp"
 
 namespace ctxscore {
 namespace {
 
-using test::float_bits;
 using test::score_case;
 
 gen::CaseLimits cpu_limits() { return {}; }

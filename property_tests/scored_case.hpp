@@ -2,9 +2,9 @@
 // every reference-side property.
 #pragma once
 
-#include <cstring>
 #include <utility>
 
+#include "ctxscore/bits.hpp"
 #include "ctxscore/case.hpp"
 #include "ctxscore/score.hpp"
 
@@ -19,12 +19,6 @@ inline ScoredCase score_case(const Case& c) {
   ScoredCase s{materialize(c), {}};
   s.ref = score_shard(s.host.args());
   return s;
-}
-
-inline std::uint32_t float_bits(float v) {
-  std::uint32_t u;
-  std::memcpy(&u, &v, sizeof u);
-  return u;
 }
 
 }  // namespace ctxscore::test

@@ -8,13 +8,6 @@ namespace ctxscore {
 
 namespace {
 
-std::uint64_t splitmix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 template <typename T>
 void print_list(std::ostream& s, const std::vector<T>& v, std::size_t limit) {
   s << '[';
@@ -24,16 +17,6 @@ void print_list(std::ostream& s, const std::vector<T>& v, std::size_t limit) {
 }
 
 }  // namespace
-
-std::uint16_t content_bits(std::uint64_t seed, Stream stream, std::uint64_t index) {
-  const std::uint64_t r = splitmix(splitmix(seed ^ (static_cast<std::uint64_t>(stream) << 56)) + index);
-  if ((r & 15u) == 0) return 0;  // exact zeros, 1 in 16
-  // sign, exponent in [2^-6, 2^1], 7 random mantissa bits: no overflow, no underflow.
-  const std::uint16_t sign = static_cast<std::uint16_t>((r >> 8) & 1u) << 15;
-  const std::uint16_t exponent = static_cast<std::uint16_t>(127 - 6 + ((r >> 9) % 8u)) << 7;
-  const std::uint16_t mantissa = static_cast<std::uint16_t>((r >> 16) & 0x7Fu);
-  return sign | exponent | mantissa;
-}
 
 Case Case::resolved() const {
   Case c = *this;

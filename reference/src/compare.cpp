@@ -1,7 +1,8 @@
 #include "ctxscore/compare.hpp"
 
+#include "ctxscore/bits.hpp"
+
 #include <cmath>
-#include <cstring>
 #include <sstream>
 #include <vector>
 
@@ -40,6 +41,10 @@ std::string CompareReport::summary() const {
     s << "OUT OF CONTRACT (not compared): " << *out_of_contract;
     return s.str();
   }
+  if (shape_problem) {
+    s << "MISMATCH " << *shape_problem;
+    return s.str();
+  }
   s << (ok() ? "ok" : "MISMATCH") << " written=" << written << " finite=" << written_finite
     << " neg_inf=" << written_neg_inf << " unwritten_checked=" << unwritten_checked
     << " mismatches=" << mismatches << " worst_ratio=" << worst_ratio;
@@ -49,13 +54,68 @@ std::string CompareReport::summary() const {
 
 namespace {
 
-std::uint32_t bits(float v) {
-  std::uint32_t u;
-  std::memcpy(&u, &v, sizeof u);
-  return u;
+void record(CompareReport& r, const Mismatch& m) {
+  ++r.mismatches;
+  if (!r.first) r.first = m;
+}
+
+Coordinates coordinates(const ShardScores& ref, std::int64_t h, std::int64_t row, std::int64_t j) {
+  const std::int64_t i = row / ref.query_len;
+  return {i, row % ref.query_len, h, row, j, block_of_slot(j, ref.rank, ref.world),
+          ref.page[static_cast<std::size_t>(i * ref.slots + j)]};
+}
+
+// One written element: −inf exactly −inf, finite stays finite and within the bound.
+void judge_written(CompareReport& r, const ShardScores& ref, std::int64_t h, std::int64_t row, std::int64_t j,
+                   std::int64_t off, float got) {
+  ++r.written;
+  const std::size_t e = static_cast<std::size_t>(ref.index(h, row, j));
+  const double exact = ref.exact[e], bound = ref.bound[e];
+  if (std::isinf(exact)) {
+    ++r.written_neg_inf;
+    if (!(std::isinf(got) && got < 0))
+      record(r, {MismatchKind::expected_neg_inf, coordinates(ref, h, row, j), off, exact, got, 0});
+    return;
+  }
+  ++r.written_finite;
+  if (!std::isfinite(got)) {
+    record(r, {MismatchKind::lost_finite, coordinates(ref, h, row, j), off, exact, got, bound});
+    return;
+  }
+  const double err = std::fabs(static_cast<double>(got) - exact);
+  const double ratio = bound > 0 ? err / bound : (err == 0 ? 0 : INFINITY);
+  if (ratio > r.worst_ratio || r.written_finite == 1) {
+    r.worst_ratio = std::fmax(r.worst_ratio, ratio);
+    r.worst_at = coordinates(ref, h, row, j);
+  }
+  if (!(err <= bound)) record(r, {MismatchKind::outside_bound, coordinates(ref, h, row, j), off, exact, got, bound});
 }
 
 }  // namespace
+
+CompareReport compare_fresh(const ShardScores& ref, const float* fresh, std::int64_t elements) {
+  CompareReport r;
+  if (ref.out_of_contract) {
+    r.out_of_contract = ref.out_of_contract;
+    return r;
+  }
+  const std::int64_t need = ref.heads * ref.tokens * ref.slots;
+  if (elements != need) {
+    r.shape_problem = "the fresh scores hold " + std::to_string(elements) + " elements, expected [H, T, L] = [" +
+                      std::to_string(ref.heads) + ", " + std::to_string(ref.tokens) + ", " +
+                      std::to_string(ref.slots) + "] = " + std::to_string(need);
+    ++r.mismatches;
+    return r;
+  }
+  for (std::int64_t h = 0; h < ref.heads; ++h)
+    for (std::int64_t row = 0; row < ref.tokens; ++row)
+      for (std::int64_t j = 0; j < ref.slots; ++j)
+        if (ref.is_written(row, j)) {
+          const std::int64_t off = ref.index(h, row, j);
+          judge_written(r, ref, h, row, j, off, fresh[off]);
+        }
+  return r;
+}
 
 CompareReport compare(const ShardScores& ref, const ScoresView& layout, const float* before,
                       const float* after, std::int64_t elements) {
@@ -65,50 +125,22 @@ CompareReport compare(const ShardScores& ref, const ScoresView& layout, const fl
     return r;
   }
   std::vector<std::uint8_t> in_view(static_cast<std::size_t>(elements), 0);  // 1: in [:T,:L], 2: written
-  const auto record = [&r](Mismatch m) {
-    ++r.mismatches;
-    if (!r.first) r.first = m;
-  };
-  const std::int64_t QL = ref.query_len;
   for (std::int64_t h = 0; h < ref.heads; ++h)
     for (std::int64_t row = 0; row < ref.tokens; ++row)
       for (std::int64_t j = 0; j < ref.slots; ++j) {
         const std::int64_t off = layout.offset(h, row, j);
-        const std::int64_t i = row / QL;
-        Coordinates at{i, row % QL, h, row, j, block_of_slot(j, ref.rank, ref.world),
-                       ref.page[static_cast<std::size_t>(i * ref.slots + j)]};
-        const float got = after[off];
         if (!ref.is_written(row, j)) {
           in_view[static_cast<std::size_t>(off)] = 1;
           continue;
         }
         in_view[static_cast<std::size_t>(off)] = 2;
-        ++r.written;
-        const std::size_t e = static_cast<std::size_t>(ref.index(h, row, j));
-        const double exact = ref.exact[e], bound = ref.bound[e];
-        if (std::isinf(exact)) {
-          ++r.written_neg_inf;
-          if (!(std::isinf(got) && got < 0)) record({MismatchKind::expected_neg_inf, at, off, exact, got, 0});
-          continue;
-        }
-        ++r.written_finite;
-        if (!std::isfinite(got)) {
-          record({MismatchKind::lost_finite, at, off, exact, got, bound});
-          continue;
-        }
-        const double err = std::fabs(static_cast<double>(got) - exact);
-        const double ratio = bound > 0 ? err / bound : (err == 0 ? 0 : INFINITY);
-        if (ratio > r.worst_ratio || r.written_finite == 1) {
-          r.worst_ratio = std::fmax(r.worst_ratio, ratio);
-          r.worst_at = at;
-        }
-        if (!(err <= bound)) record({MismatchKind::outside_bound, at, off, exact, got, bound});
+        judge_written(r, ref, h, row, j, off, after[off]);
       }
   for (std::int64_t off = 0; off < elements; ++off) {
     const std::uint8_t tag = in_view[static_cast<std::size_t>(off)];
     if (tag == 2) continue;
     ++r.unwritten_checked;
-    if (bits(before[off]) == bits(after[off])) continue;
+    if (float_bits(before[off]) == float_bits(after[off])) continue;
     Mismatch m{tag == 1 ? MismatchKind::unwritten_changed : MismatchKind::outside_view_changed, {}, off,
                before[off], after[off], 0};
     if (tag == 1 && !r.first) {  // coordinates of the first changed view element
@@ -116,14 +148,22 @@ CompareReport compare(const ShardScores& ref, const ScoresView& layout, const fl
         for (std::int64_t row = 0; row < ref.tokens && m.at.row < 0; ++row)
           for (std::int64_t j = 0; j < ref.slots; ++j)
             if (layout.offset(h, row, j) == off) {
-              const std::int64_t i = row / QL;
-              m.at = {i, row % QL, h, row, j, block_of_slot(j, ref.rank, ref.world), -1};
+              m.at = coordinates(ref, h, row, j);
+              m.at.page = -1;
               break;
             }
     }
-    record(m);
+    record(r, m);
   }
   return r;
+}
+
+void check_untouched(CompareReport& r, const float* before, const float* after, std::int64_t elements) {
+  for (std::int64_t off = 0; off < elements; ++off) {
+    ++r.unwritten_checked;
+    if (float_bits(before[off]) != float_bits(after[off]))
+      record(r, {MismatchKind::outside_view_changed, {}, off, before[off], after[off], 0});
+  }
 }
 
 }  // namespace ctxscore

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ctxscore/contents.hpp"
 #include "ctxscore/validate.hpp"
 #include "ctxscore/views.hpp"
 
@@ -43,10 +44,6 @@ struct Case {
 };
 
 void showValue(const Case& c, std::ostream& os);  // RapidCheck's printer
-
-// Deterministic bf16 contents: the bits of element `index` of `stream`.
-enum class Stream : std::uint64_t { queries = 1, cache = 2 };
-std::uint16_t content_bits(std::uint64_t seed, Stream stream, std::uint64_t index);
 
 // The case's buffers on the host: padding of the query buffer holds NaN
 // (a stride bug reads it), table padding holds random page ids, out holds

@@ -44,6 +44,7 @@ struct CompareReport {
   Coordinates worst_at;
   std::optional<Mismatch> first;
   std::optional<std::string> out_of_contract;
+  std::optional<std::string> shape_problem;  // scores of the wrong size: nothing else was judged
   bool ok() const { return !out_of_contract && mismatches == 0; }
   std::string summary() const;  // one line
 };
@@ -53,5 +54,14 @@ struct CompareReport {
 // the launch). The view's data pointer is ignored; offsets are what count.
 CompareReport compare(const ShardScores& ref, const ScoresView& layout, const float* before,
                       const float* after, std::int64_t elements);
+
+// Judges the fresh dense [H, T, L] scores a scorer allocated itself (no out
+// given, or one that did not fit): the written elements only, since the rest
+// of a fresh buffer holds whatever the allocation held.
+CompareReport compare_fresh(const ShardScores& ref, const float* fresh, std::int64_t elements);
+
+// Adds to `r` every element of an allocation the call must not have written
+// (a too-small out it was given) whose bits changed.
+void check_untouched(CompareReport& r, const float* before, const float* after, std::int64_t elements);
 
 }  // namespace ctxscore

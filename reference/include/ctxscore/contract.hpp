@@ -1,5 +1,7 @@
-// The contract's formulas (shared/CONTRACT.md), once. Everything that needs a
-// rule — reference, kernel launcher, kernel address plan, tests — calls these.
+// The contract's formulas, once; reference/CONTRACT.md states them in prose,
+// and each function below names its section ("§4"). Everything that needs a
+// rule (the reference, the kernel's launcher and address plan, the harness,
+// the tests) calls these.
 #pragma once
 
 #include <cstdint>
@@ -15,10 +17,11 @@ namespace ctxscore {
 inline constexpr std::int64_t kBlockTokens = 128;  // tokens per logical block / cache page
 inline constexpr std::int64_t kHeadDim = 128;      // D
 inline constexpr std::int64_t kPageElems = kBlockTokens * kHeadDim;
+// §6
 inline constexpr std::int64_t kTargetGrid = std::int64_t{1} << 14;
 inline constexpr std::int64_t kMinBlocks = 3;
-// The literal upstream multiplies sm_scale by (log2 e, truncated); SCALE is
-// that product rounded once to fp32.
+// §3: the literal upstream multiplies sm_scale by (log2 e, truncated); SCALE
+// is that product rounded once to fp32.
 inline constexpr double kLog2eLiteral = 1.4426950409;
 
 // ceil(a / b) for b > 0 and any sign of a (floor-correct for negatives).
@@ -41,30 +44,30 @@ CTXSCORE_HD constexpr std::int64_t next_pow2(std::int64_t x) {
   return p;
 }
 
-// G = ceil(S / 128).
+// §3: G = ceil(S / 128).
 CTXSCORE_HD constexpr std::int64_t global_blocks(std::int64_t max_seq_len) {
   return ceil_div(max_seq_len, kBlockTokens);
 }
-// L = ceil(G / world).
+// §3: L = ceil(G / world).
 CTXSCORE_HD constexpr std::int64_t local_slots(std::int64_t global, std::int64_t world) {
   return ceil_div(global, world);
 }
-// Local slot j of rank r holds logical block j·world + r.
+// §3: local slot j of rank r holds logical block j·world + r.
 CTXSCORE_HD constexpr std::int64_t block_of_slot(std::int64_t slot, std::int64_t rank,
                                                  std::int64_t world) {
   return slot * world + rank;
 }
-// end = min(ceil(len / 128), G): blocks request i reaches (<= 0 when len <= 0).
+// §4: end = min(ceil(len / 128), G), the blocks request i reaches (<= 0 when len <= 0).
 CTXSCORE_HD constexpr std::int64_t reach_blocks(std::int64_t len, std::int64_t global) {
   return min64(ceil_div(len, kBlockTokens), global);
 }
-// scan = min(L, ceil(max(end − r, 0) / world)): local slots written for a request.
+// §4: scan = min(L, ceil(max(end − r, 0) / world)), the local slots written for a request.
 CTXSCORE_HD constexpr std::int64_t scan_slots(std::int64_t len, std::int64_t global,
                                               std::int64_t local, std::int64_t rank,
                                               std::int64_t world) {
   return min64(local, ceil_div(max64(reach_blocks(len, global) - rank, 0), world));
 }
-// Causal reach of query token t: positions < cutoff qualify.
+// §4: the causal reach of query token t; positions < cutoff qualify.
 CTXSCORE_HD constexpr std::int64_t causal_cutoff(std::int64_t len, std::int64_t query_len,
                                                  std::int64_t token) {
   return len - query_len + token + 1;
@@ -73,19 +76,19 @@ CTXSCORE_HD constexpr bool position_qualifies(std::int64_t block, std::int64_t p
                                               std::int64_t cutoff) {
   return block * kBlockTokens + pos < cutoff;
 }
-// The positions of a block that qualify are a prefix of it; its length.
+// §4: the positions of a block that qualify are a prefix of it; its length.
 CTXSCORE_HD constexpr std::int64_t qualifying_prefix(std::int64_t block, std::int64_t cutoff) {
   return min64(max64(cutoff - block * kBlockTokens, 0), kBlockTokens);
 }
-// Out-of-range page ids are clamped into [0, P−1], never dereferenced.
+// §4: out-of-range page ids are clamped into [0, P−1], never dereferenced.
 CTXSCORE_HD constexpr std::int64_t clamp_page(std::int64_t page_id, std::int64_t pages) {
   return page_id < 0 ? 0 : (page_id > pages - 1 ? pages - 1 : page_id);
 }
-// SCALE = fp32(sm_scale × 1.4426950409), rounded once.
+// §3: SCALE = fp32(sm_scale × 1.4426950409), rounded once.
 CTXSCORE_HD inline float scale_fp32(double sm_scale) {
   return static_cast<float>(sm_scale * kLog2eLiteral);
 }
-// Query rows one program holds: max(16, next_pow2(H·QL)).
+// §6: query rows one program holds, max(16, next_pow2(H·QL)).
 CTXSCORE_HD constexpr std::int64_t tile_rows(std::int64_t heads, std::int64_t query_len) {
   return max64(16, next_pow2(heads * query_len));
 }
@@ -93,7 +96,7 @@ CTXSCORE_HD constexpr std::int64_t tile_rows(std::int64_t heads, std::int64_t qu
 CTXSCORE_HD constexpr std::int64_t tile_token(std::int64_t n, std::int64_t heads) { return n / heads; }
 CTXSCORE_HD constexpr std::int64_t tile_head(std::int64_t n, std::int64_t heads) { return n % heads; }
 
-// The chunk count one score row is split across (a count, not a size).
+// §6: the chunk count one score row is split across (a count, not a size).
 constexpr std::int64_t score_chunks(std::int64_t batch, std::int64_t local) {
   if (local <= 0) return 1;
   const std::int64_t target = max64(1, kTargetGrid / max64(1, batch));
@@ -112,7 +115,7 @@ struct Geometry {
   std::int64_t tile_n = 0;   // N
 };
 
-// The production launch geometry: depends on (B, S, world, H, QL) only.
+// §6: the production launch geometry; it depends on (B, S, world, H, QL) only.
 constexpr Geometry launch_geometry(std::int64_t batch, std::int64_t max_seq_len,
                                    std::int64_t world, std::int64_t heads,
                                    std::int64_t query_len) {
@@ -127,7 +130,7 @@ constexpr Geometry launch_geometry(std::int64_t batch, std::int64_t max_seq_len,
   return g;
 }
 
-// Program (i, c) scores local slots [first, last) of its request.
+// §6: program (i, c) scores local slots [first, last) of its request.
 struct SlotRange {
   std::int64_t first;
   std::int64_t last;

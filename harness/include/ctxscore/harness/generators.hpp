@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ctxscore/case.hpp"
+#include "ctxscore/harness/out_mode.hpp"
 
 namespace ctxscore::gen {
 
@@ -201,10 +202,22 @@ inline rc::Gen<Case> genCase(const CaseLimits& lim) {
   });
 }
 
+// How a call passes `out`: given half the time, else absent or too small
+// (the fresh-buffer path every caller outside graph capture takes).
+inline rc::Gen<harness::OutMode> genOutMode() {
+  using harness::OutMode;
+  return rc::gen::weightedOneOf<OutMode>({{2, rc::gen::just(OutMode::given)},
+                                          {1, rc::gen::just(OutMode::absent)},
+                                          {1, rc::gen::just(OutMode::too_small)}});
+}
+
 // One case drawn outside a property (the fuzz command): the same generator,
 // seeded, at RapidCheck's full size.
 inline Case sample_case(const CaseLimits& lim, std::uint64_t seed) {
   return genCase(lim)(rc::Random(seed), 100).value();
+}
+inline harness::OutMode sample_out_mode(std::uint64_t seed) {
+  return genOutMode()(rc::Random(seed ^ 0x5EEDull), 100).value();
 }
 
 // How many cases of the current property touched each edge class; the
@@ -215,7 +228,7 @@ inline std::map<std::string, std::int64_t>& class_counts() {
 }
 
 // Edge classes a case touches, tagged so every run prints their frequencies.
-inline void classify(const Case& c) {
+inline void classify(const Case& c, harness::OutMode out = harness::OutMode::given) {
   const std::int64_t G = c.global(), L = c.local();
   bool boundary = false, empty_here = false, past_bound = false, oob = false, zero = false;
   for (std::int64_t i = 0; i < c.batch(); ++i) {
@@ -243,6 +256,8 @@ inline void classify(const Case& c) {
       {c.q_head_stride % 8 != 0 || c.q_token_stride % 8 != 0, "query rows not 16-byte aligned"},
       {c.out_rows > c.tokens() || c.out_slots > c.local() || c.out_slot_stride != 1, "larger strided out"},
       {c.max_seq_len >= (1 << 16), "bound >= 2^16"},
+      {out == harness::OutMode::absent, "out absent (fresh buffer)"},
+      {out == harness::OutMode::too_small, "out too small (fresh buffer, given one untouched)"},
   };
   ++class_counts()["(cases)"];
   for (const auto& [hit, name] : classes)
@@ -257,6 +272,7 @@ inline void classify(const Case& c) {
   RC_CLASSIFY(c.geometry.has_value(), "forced chunking");
   RC_CLASSIFY(c.q_token_stride != c.heads * kHeadDim || c.q_head_stride != kHeadDim, "padded query strides");
   RC_CLASSIFY(c.out_rows > c.tokens() || c.out_slots > c.local() || c.out_slot_stride != 1, "larger strided out");
+  RC_CLASSIFY(out != harness::OutMode::given, "fresh buffer");
 }
 
 }  // namespace ctxscore::gen

@@ -1,0 +1,88 @@
+// The implementations the harness judges, behind one interface. A backend
+// takes a materialized case and how `out` is passed, runs the operator, and
+// returns what it wrote; every judgement (the oracle, compare, the failure
+// fixture) stays on the harness's side (judge.hpp). Backends are entries of
+// one registry: the reference, the in-process HIP kernel, and ports
+// (implementations in other processes, any language).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ctxscore/case.hpp"
+#include "ctxscore/harness/generators.hpp"
+#include "ctxscore/harness/out_mode.hpp"
+#include "ctxscore/score.hpp"
+
+namespace ctxscore::harness {
+
+// The out a too-small call passes: the case's allocation with L − 1 slots
+// (L >= 1 always: S >= 1).
+TensorRef too_small(const TensorRef& given, std::int64_t local_slots);
+
+// What one call gave back.
+struct Scored {
+  std::vector<float> out;                   // the given allocation after the call; empty when none was given
+  std::optional<std::vector<float>> fresh;  // the scorer's own dense [H, T, L] buffer, when it made one
+  std::string shape;                        // how it ran (the kernel: teams × ring pages / rows read), for counts
+};
+
+// A backend that misbehaved (as opposed to one that scored wrongly): it
+// crashed, hung, broke its protocol or returned something of the wrong kind.
+class BackendError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Which scorer a backend's output is judged against.
+enum class Oracle { reference, plain_loop };
+const char* oracle_name(Oracle o);
+ShardScores oracle_scores(Oracle o, const ScoreArgs& args_without_out);
+
+// A graph recorded once on a dummy batch into persistent buffers; each
+// replay refills those buffers with a batch of the same layout.
+class CapturedScore {
+ public:
+  virtual ~CapturedScore() = default;
+  // Refills the captured buffers with `real`, replays, returns the out allocation.
+  virtual Scored replay(HostCase& real) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Oracle oracle() const = 0;
+  // Case sizes that keep the backend and its oracle in pace.
+  virtual gen::CaseLimits fuzz_limits() const = 0;
+  // Runs one call on buffers laid out as `host` describes; `host.out` holds
+  // the sentinel. Throws BackendError when the backend misbehaves,
+  // ContractError when it rejects the arguments.
+  virtual Scored score(HostCase& host, OutMode mode) = 0;
+  // Graph capture: nullptr when the backend cannot record one. `captured_bound`
+  // is the S the capture is made with (the dummy's own lengths must not size it).
+  virtual std::unique_ptr<CapturedScore> capture(HostCase& dummy, std::int64_t captured_bound);
+  // The command-line flags that select this backend again (a replay line).
+  virtual std::string replay_flags() const { return "--backend " + name(); }
+};
+
+struct BackendEntry {
+  std::string name;
+  std::string describe;                      // one line
+  std::function<std::string()> unavailable;  // why it cannot run here; empty when it can
+  std::function<std::unique_ptr<Backend>(const std::string& argument)> make;
+  bool takes_argument = false;  // a port's command line
+};
+
+// reference (oracle: the plain-loop scorer), hip (the kernel; oracle: the
+// reference), port (a process speaking the port protocol; oracle: the reference).
+const std::vector<BackendEntry>& backend_registry();
+// Throws std::invalid_argument naming the backends, or why this one cannot run.
+std::unique_ptr<Backend> make_backend(const std::string& name, const std::string& argument = "");
+
+}  // namespace ctxscore::harness

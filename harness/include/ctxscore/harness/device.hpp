@@ -1,0 +1,47 @@
+// A case's buffers on the GPU (HIP, or CUDA through kernels/platform.hpp):
+// what the in-process kernel backend and the kernel benchmark run on.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "ctxscore/case.hpp"
+#include "platform.hpp"
+
+namespace ctxscore::harness {
+
+// Empty when a GPU is present; otherwise why not (the gpu tests skip with it).
+std::string gpu_absence_reason();
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes);
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  ~DeviceBuffer();
+  void* get() const { return ptr_; }
+  std::size_t bytes() const { return bytes_; }
+  void upload(const void* src, std::size_t bytes, hipStream_t stream = nullptr);
+  void download(void* dst, std::size_t bytes) const;
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Device copies of a HostCase's buffers, and ScoreArgs over them.
+struct DeviceCase {
+  DeviceBuffer q, cache, table, lens, out;
+  ScoreArgs args;
+  explicit DeviceCase(HostCase& host);
+  // Rewrites every buffer from `host` in place (same addresses: what a graph
+  // replay reads); `host` must have the same layout.
+  void refill(const HostCase& host, hipStream_t stream);
+  std::vector<float> download_out() const;
+};
+
+}  // namespace ctxscore::harness

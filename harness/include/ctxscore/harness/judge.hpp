@@ -1,0 +1,60 @@
+// The harness's one loop: run a backend on a case, judge what it wrote
+// against the oracle, and keep a failing case as a replayable fixture.
+// Every path (the properties, `ctxscore fuzz`, `fixtures check`, `verify`)
+// goes through run_and_judge.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "ctxscore/compare.hpp"
+#include "ctxscore/fixture.hpp"
+#include "ctxscore/harness/backend.hpp"
+
+namespace ctxscore::harness {
+
+struct JudgeOptions {
+  OutMode out = OutMode::given;
+  // Write a failing case into failure_dir(). Properties turn this off and
+  // write only the shrunk counterexample.
+  bool write_failure = true;
+};
+
+struct Verdict {
+  Case spec;
+  OutMode out = OutMode::given;
+  std::string backend, oracle;
+  CompareReport report;
+  std::string shape;    // Scored::shape
+  std::string error;    // the backend raised or misbehaved; empty otherwise
+  std::string fixture;  // where the failing case was written (with its replay line), or why it was not
+  bool ok() const { return error.empty() && report.ok(); }
+  std::string str() const;  // one line: verdict, out mode, report or error
+};
+
+// Materializes `c`, scores it with the oracle, runs `backend`, compares.
+Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& options = {});
+// The fixture's case, judged against its stored expectation.
+Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& options = {});
+
+// Where failing cases go: set_failure_dir (the --failures flag), else
+// $CTXSCORE_FAILURE_DIR, else ./ctxscore-failures.
+std::string failure_dir();
+void set_failure_dir(const std::string& dir);
+// Writes `c` as a fixture named `stem`.safetensors into failure_dir();
+// returns its path and replay line, or "not written: why".
+std::string write_failure_fixture(const Case& c, const std::string& stem, const std::string& backend);
+
+// Totals over many verdicts: what a property or a fuzz run reports.
+struct JudgeStats {
+  std::int64_t cases = 0, failures = 0, written = 0, neg_inf = 0;
+  std::map<std::string, std::int64_t> shapes;      // by Scored::shape
+  std::map<std::string, std::int64_t> out_modes;   // by out mode
+  double worst_ratio = 0;
+  std::string worst_case;
+  void add(const Verdict& v);
+  std::string str() const;  // one line
+};
+
+}  // namespace ctxscore::harness

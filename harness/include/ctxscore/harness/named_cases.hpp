@@ -1,0 +1,34 @@
+// Every named case of the project, each defined once: the upstream
+// operator's own tests, one case per edge class of the corpus, and the
+// benchmark's shapes. The CPU and GPU tests, `ctxscore fixtures generate`
+// (the committed corpus) and the kernel benchmark all iterate this list.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ctxscore/case.hpp"
+
+namespace ctxscore::harness {
+
+enum class CaseFamily {
+  upstream,   // the upstream operator's tests (in the corpus)
+  edge,       // one edge class each (in the corpus)
+  benchmark,  // M3 serving shapes (too large for the corpus; the benchmark and the slow GPU tests)
+};
+const char* family_name(CaseFamily f);
+
+struct NamedCase {
+  CaseFamily family;
+  std::string what;        // the claim or shape it pins down, one line
+  Case spec;               // spec.label is the case's name
+  double upstream_us = 0;  // the upstream kernel's published time for a benchmark shape; 0: none
+};
+
+const std::vector<NamedCase>& named_cases();
+// Throws std::invalid_argument naming the known cases.
+const NamedCase& named_case(const std::string& name);
+// The cases of the committed corpus (upstream and edge), in registry order.
+std::vector<Case> corpus_cases();
+
+}  // namespace ctxscore::harness

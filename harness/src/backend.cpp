@@ -1,0 +1,113 @@
+#include "ctxscore/harness/backend.hpp"
+
+#include <limits>
+
+namespace ctxscore::harness {
+
+const char* out_mode_name(OutMode m) {
+  switch (m) {
+    case OutMode::given: return "given";
+    case OutMode::absent: return "absent";
+    case OutMode::too_small: return "too_small";
+  }
+  return "?";
+}
+
+OutMode out_mode_named(const std::string& name) {
+  for (OutMode m : {OutMode::given, OutMode::absent, OutMode::too_small})
+    if (name == out_mode_name(m)) return m;
+  throw std::invalid_argument("out mode \"" + name + "\", expected given, absent or too_small");
+}
+
+TensorRef too_small(const TensorRef& given, std::int64_t local_slots) {
+  TensorRef t = given;
+  t.shape[2] = local_slots - 1;
+  return t;
+}
+
+const char* oracle_name(Oracle o) { return o == Oracle::reference ? "reference" : "plain-loop scorer"; }
+
+ShardScores oracle_scores(Oracle o, const ScoreArgs& args) {
+  return o == Oracle::reference ? score_shard(args) : score_shard_naive(args);
+}
+
+std::unique_ptr<CapturedScore> Backend::capture(HostCase&, std::int64_t) { return nullptr; }
+
+namespace {
+
+// score_shard on the host; a call without a fitting out scores into a fresh
+// buffer, as the operator does outside graph capture.
+class ReferenceBackend : public Backend {
+ public:
+  std::string name() const override { return "reference"; }
+  Oracle oracle() const override { return Oracle::plain_loop; }
+  gen::CaseLimits fuzz_limits() const override { return {}; }
+  Scored score(HostCase& host, OutMode mode) override {
+    ScoreArgs args = host.args();
+    Scored s;
+    if (mode == OutMode::given) {
+      score_shard(args);
+      s.out = host.out;
+      return s;
+    }
+    if (mode == OutMode::absent) args.out.reset();
+    if (mode == OutMode::too_small) args.out = too_small(*args.out, host.spec.local());
+    const Layout layout = validate(args);
+    const OutDecision d = decide_out(args, layout, false);
+    if (d.use_given) throw BackendError("reference: the too-small out fits, the harness built it wrong");
+    args.out.reset();
+    const ShardScores r = score_shard(args);
+    std::vector<float> fresh(r.exact.size(), std::numeric_limits<float>::quiet_NaN());
+    for (std::int64_t h = 0; h < r.heads; ++h)
+      for (std::int64_t t = 0; t < r.tokens; ++t)
+        for (std::int64_t j = 0; j < r.slots; ++j)
+          if (r.is_written(t, j)) {
+            const std::size_t e = static_cast<std::size_t>(r.index(h, t, j));
+            fresh[e] = stored_value(r.exact[e]);
+          }
+    s.fresh = std::move(fresh);
+    if (mode == OutMode::too_small) s.out = host.out;
+    return s;
+  }
+};
+
+}  // namespace
+
+#if defined(CTXSCORE_HAVE_HIP_BACKEND)
+std::unique_ptr<Backend> make_hip_backend();
+std::string hip_backend_unavailable();
+#endif
+
+const std::vector<BackendEntry>& backend_registry() {
+  static const std::vector<BackendEntry> registry = [] {
+    std::vector<BackendEntry> v;
+    v.push_back({"reference", "the CPU reference (oracle: the plain-loop scorer)", [] { return std::string(); },
+                 [](const std::string&) -> std::unique_ptr<Backend> { return std::make_unique<ReferenceBackend>(); }});
+#if defined(CTXSCORE_HAVE_HIP_BACKEND)
+    v.push_back({"hip", "the project's HIP kernel, in process (oracle: the reference)", hip_backend_unavailable,
+                 [](const std::string&) { return make_hip_backend(); }});
+#else
+    v.push_back({"hip", "the project's HIP kernel, in process (oracle: the reference)",
+                 [] { return std::string("this build has no GPU kernel (configure with CTXSCORE_CUDA=ON or CTXSCORE_HIP=ON)"); },
+                 [](const std::string&) -> std::unique_ptr<Backend> { return nullptr; }});
+#endif
+    return v;
+  }();
+  return registry;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, const std::string& argument) {
+  for (const BackendEntry& e : backend_registry()) {
+    if (e.name != name) continue;
+    if (const std::string why = e.unavailable(); !why.empty())
+      throw std::invalid_argument("backend " + name + ": not available: " + why);
+    if (e.takes_argument && argument.empty())
+      throw std::invalid_argument("backend " + name + ": needs a command line (--port CMD)");
+    return e.make(argument);
+  }
+  std::string names;
+  for (const BackendEntry& e : backend_registry()) names += (names.empty() ? "" : ", ") + e.name;
+  throw std::invalid_argument("backend \"" + name + "\" is not a backend, expected one of: " + names);
+}
+
+}  // namespace ctxscore::harness

@@ -1,0 +1,175 @@
+// The `hip` backend: the project's kernel in this process, on the GPU.
+#include <utility>
+
+#include "context_score.hpp"
+#include "ctxscore/harness/backend.hpp"
+#include "ctxscore/harness/device.hpp"
+
+namespace ctxscore::harness {
+
+std::string gpu_absence_reason() {
+  int n = 0;
+  const hipError_t e = hipGetDeviceCount(&n);
+  if (e != hipSuccess) return std::string("no GPU: hipGetDeviceCount failed: ") + hipGetErrorString(e);
+  if (n == 0) return "no GPU: hipGetDeviceCount reports 0 devices";
+  return "";
+}
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+  check_hip(hipMalloc(&ptr_, bytes ? bytes : 1), "hipMalloc");
+}
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(ptr_, o.ptr_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) (void)hipFree(ptr_);
+}
+void DeviceBuffer::upload(const void* src, std::size_t bytes, hipStream_t stream) {
+  if (bytes > bytes_)
+    throw std::invalid_argument("DeviceBuffer::upload: " + std::to_string(bytes) + " bytes into a buffer of " +
+                                std::to_string(bytes_));
+  check_hip(hipMemcpyAsync(ptr_, src, bytes, hipMemcpyHostToDevice, stream), "hipMemcpyAsync(upload)");
+}
+void DeviceBuffer::download(void* dst, std::size_t bytes) const {
+  check_hip(hipMemcpy(dst, ptr_, bytes, hipMemcpyDeviceToHost), "hipMemcpy(download)");
+}
+
+namespace {
+
+template <typename T>
+DeviceBuffer copy_of(const std::vector<T>& v) {
+  DeviceBuffer b(v.size() * sizeof(T));
+  b.upload(v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+template <typename T>
+void refill_one(DeviceBuffer& b, const std::vector<T>& v, const char* name, hipStream_t s) {
+  if (v.size() * sizeof(T) != b.bytes())
+    throw std::invalid_argument(std::string("refill: ") + name + " has " + std::to_string(v.size() * sizeof(T)) +
+                                " bytes, the captured buffer " + std::to_string(b.bytes()) +
+                                " (a replay needs the captured layout)");
+  b.upload(v.data(), b.bytes(), s);
+}
+
+}  // namespace
+
+DeviceCase::DeviceCase(HostCase& host)
+    : q(copy_of(host.q)), cache(copy_of(host.cache)), table(copy_of(host.table)), lens(copy_of(host.lens)),
+      out(copy_of(host.out)) {
+  args = host.args({Device::Kind::gpu, 0});
+  args.idx_q.data = q.get();
+  args.index_cache.data = cache.get();
+  args.block_table.data = table.get();
+  args.seq_lens.data = lens.get();
+  args.out->data = out.get();
+  check_hip(hipDeviceSynchronize(), "upload");
+}
+
+void DeviceCase::refill(const HostCase& host, hipStream_t stream) {
+  refill_one(q, host.q, "idx_q", stream);
+  refill_one(cache, host.cache, "index_cache", stream);
+  refill_one(table, host.table, "block_table", stream);
+  refill_one(lens, host.lens, "seq_lens", stream);
+  refill_one(out, host.out, "out", stream);
+}
+
+std::vector<float> DeviceCase::download_out() const {
+  std::vector<float> v(out.bytes() / sizeof(float));
+  out.download(v.data(), v.size() * sizeof(float));
+  return v;
+}
+
+namespace {
+
+std::string shape_of(const LaunchResult& r) {
+  return std::to_string(r.teams) + "x" + std::to_string(r.ring_pages) + "/" + std::to_string(r.live_rows);
+}
+
+class HipCapture : public CapturedScore {
+ public:
+  HipCapture(HostCase& dummy, std::int64_t bound, hipStream_t stream) : dev_(dummy), stream_(stream) {
+    ScoreArgs a = dev_.args;
+    a.max_seq_len = bound;
+    check_hip(hipStreamBeginCapture(stream_, hipStreamCaptureModeThreadLocal), "hipStreamBeginCapture");
+    try {
+      launch_ = indexer_context_scores(a, stream_, dummy.spec.geometry);
+    } catch (...) {
+      hipGraph_t discarded = nullptr;
+      (void)hipStreamEndCapture(stream_, &discarded);
+      if (discarded) (void)hipGraphDestroy(discarded);
+      throw;
+    }
+    check_hip(hipStreamEndCapture(stream_, &graph_), "hipStreamEndCapture");
+    check_hip(hipGraphInstantiateWithFlags(&exec_, graph_, 0), "hipGraphInstantiateWithFlags");
+  }
+  ~HipCapture() override {
+    if (exec_) (void)hipGraphExecDestroy(exec_);
+    if (graph_) (void)hipGraphDestroy(graph_);
+  }
+  Scored replay(HostCase& real) override {
+    dev_.refill(real, stream_);
+    check_hip(hipGraphLaunch(exec_, stream_), "hipGraphLaunch");
+    check_hip(hipStreamSynchronize(stream_), "replay");
+    Scored s;
+    s.out = dev_.download_out();
+    s.shape = shape_of(launch_);
+    return s;
+  }
+
+ private:
+  DeviceCase dev_;
+  hipStream_t stream_;
+  LaunchResult launch_;
+  hipGraph_t graph_ = nullptr;
+  hipGraphExec_t exec_ = nullptr;
+};
+
+class HipBackend : public Backend {
+ public:
+  HipBackend() { check_hip(hipStreamCreate(&stream_), "hipStreamCreate"); }
+  ~HipBackend() override {
+    if (stream_) (void)hipStreamDestroy(stream_);
+  }
+  std::string name() const override { return "hip"; }
+  Oracle oracle() const override { return Oracle::reference; }
+  gen::CaseLimits fuzz_limits() const override { return gen::gpu_case_limits(max_teams(), max_ring_pages()); }
+
+  Scored score(HostCase& host, OutMode mode) override {
+    DeviceCase dev(host);
+    ScoreArgs a = dev.args;
+    if (mode == OutMode::absent) a.out.reset();
+    if (mode == OutMode::too_small) a.out = too_small(*a.out, host.spec.local());
+    const LaunchResult r = indexer_context_scores(a, stream_, host.spec.geometry);
+    check_hip(hipStreamSynchronize(stream_), "kernel");
+    Scored s;
+    s.shape = shape_of(r);
+    if (mode != OutMode::absent) s.out = dev.download_out();
+    if (!r.used_given_out) {
+      std::vector<float> fresh(static_cast<std::size_t>(r.fresh.heads * r.fresh.tokens * r.fresh.slots));
+      if (!fresh.empty())
+        check_hip(hipMemcpy(fresh.data(), r.fresh.data, fresh.size() * sizeof(float), hipMemcpyDeviceToHost),
+                  "hipMemcpy(fresh scores)");
+      s.fresh = std::move(fresh);
+    }
+    return s;
+  }
+
+  std::unique_ptr<CapturedScore> capture(HostCase& dummy, std::int64_t captured_bound) override {
+    return std::make_unique<HipCapture>(dummy, captured_bound, stream_);
+  }
+
+ private:
+  hipStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_hip_backend() { return std::make_unique<HipBackend>(); }
+std::string hip_backend_unavailable() { return gpu_absence_reason(); }
+
+}  // namespace ctxscore::harness

@@ -1,0 +1,154 @@
+#include "ctxscore/harness/judge.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+namespace ctxscore::harness {
+
+namespace {
+
+std::string& failure_dir_flag() {
+  static std::string dir;
+  return dir;
+}
+
+// Runs the backend on `host` and judges what it returned against `expected`.
+void run_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expected) {
+  const std::vector<float> before = host.out;
+  Scored s;
+  try {
+    s = b.score(host, v.out);
+  } catch (const ContractError& e) {
+    v.error = std::string("rejected the call (") + clause_name(e.clause()) + "): " + e.what();
+    return;
+  } catch (const std::exception& e) {
+    v.error = e.what();
+    return;
+  }
+  v.shape = s.shape;
+  const auto size_error = [&](const char* what, std::size_t got, std::size_t want) {
+    v.error = std::string("returned ") + what + " of " + std::to_string(got) + " elements, expected " +
+              std::to_string(want);
+  };
+  if (v.out == OutMode::given) {
+    if (s.fresh) {
+      v.error = "scored into a fresh buffer although the given out fits";
+      return;
+    }
+    if (s.out.size() != before.size()) return size_error("an out allocation", s.out.size(), before.size());
+    v.report = compare(expected, host.out_layout(), before.data(), s.out.data(), static_cast<std::int64_t>(s.out.size()));
+    return;
+  }
+  if (!s.fresh) {
+    v.error = std::string("returned no fresh scores for a call with out ") + out_mode_name(v.out);
+    return;
+  }
+  v.report = compare_fresh(expected, s.fresh->data(), static_cast<std::int64_t>(s.fresh->size()));
+  if (v.out == OutMode::too_small) {
+    if (s.out.size() != before.size()) return size_error("the too-small out allocation", s.out.size(), before.size());
+    check_untouched(v.report, before.data(), s.out.data(), static_cast<std::int64_t>(before.size()));
+  }
+}
+
+std::string flags_of(OutMode m) { return m == OutMode::given ? "" : std::string(" --out-mode ") + out_mode_name(m); }
+
+}  // namespace
+
+std::string Verdict::str() const {
+  std::ostringstream s;
+  s << (ok() ? "ok" : "FAIL") << " [" << backend << " vs " << oracle << ", out " << out_mode_name(out);
+  if (!shape.empty()) s << ", shape " << shape;
+  s << "] ";
+  if (!error.empty()) s << "error: " << error;
+  else s << report.summary();
+  return s.str();
+}
+
+Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& options) {
+  Verdict v;
+  v.spec = c;
+  v.out = options.out;
+  v.backend = backend.name();
+  v.oracle = oracle_name(backend.oracle());
+  HostCase host = materialize(c);
+  ScoreArgs oracle_args = host.args();
+  oracle_args.out.reset();
+  ShardScores expected;
+  try {
+    expected = oracle_scores(backend.oracle(), oracle_args);
+  } catch (const ContractError& e) {
+    v.error = std::string("the case itself breaks the contract (") + clause_name(e.clause()) + "): " + e.what();
+    return v;
+  }
+  run_into(v, backend, host, expected);
+  if (!v.ok() && options.write_failure)
+    v.fixture = write_failure_fixture(c, backend.name() + "_seed" + std::to_string(c.seed) + "_out_" + out_mode_name(v.out),
+                                      backend.replay_flags() + flags_of(v.out));
+  return v;
+}
+
+Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& options) {
+  Verdict v;
+  v.spec = f.spec;
+  v.out = options.out;
+  v.backend = backend.name();
+  v.oracle = "the fixture's expectation";
+  HostCase host = f.host();
+  run_into(v, backend, host, f.oracle());
+  return v;
+}
+
+std::string failure_dir() {
+  if (!failure_dir_flag().empty()) return failure_dir_flag();
+  const char* env = std::getenv("CTXSCORE_FAILURE_DIR");
+  return env && *env ? env : "ctxscore-failures";
+}
+
+void set_failure_dir(const std::string& dir) { failure_dir_flag() = dir; }
+
+std::string write_failure_fixture(const Case& c, const std::string& stem, const std::string& backend_flags) {
+  std::string name = stem + ".safetensors";
+  std::replace_if(name.begin(), name.end(), [](char ch) { return ch == '/' || ch == ' '; }, '_');
+  try {
+    const std::filesystem::path dir = failure_dir();
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / name).string();
+    write_fixture(path, make_fixture(c));
+    return path + " (replay: ctxscore fixtures check " + path + " " + backend_flags + ")";
+  } catch (const std::exception& e) {
+    return std::string("not written: ") + e.what();
+  }
+}
+
+void JudgeStats::add(const Verdict& v) {
+  ++cases;
+  failures += !v.ok();
+  if (!v.shape.empty()) ++shapes[v.shape];
+  ++out_modes[out_mode_name(v.out)];
+  written += v.report.written;
+  neg_inf += v.report.written_neg_inf;
+  if (v.report.worst_ratio > worst_ratio) {
+    worst_ratio = v.report.worst_ratio;
+    worst_case = v.spec.str().substr(0, 160);
+  }
+}
+
+std::string JudgeStats::str() const {
+  std::ostringstream o;
+  o.precision(4);
+  o << cases << " cases, " << failures << " failing (out:";
+  for (const auto& [m, n] : out_modes) o << " " << m << " " << n;
+  o << ")";
+  if (!shapes.empty()) {
+    o << " (by shape:";
+    for (const auto& [s, n] : shapes) o << " " << s << " " << n;
+    o << ")";
+  }
+  o << ", " << written << " written elements (" << neg_inf << " -inf), worst error/bound ratio " << worst_ratio;
+  if (!worst_case.empty()) o << " in " << worst_case;
+  return o.str();
+}
+
+}  // namespace ctxscore::harness

@@ -1,0 +1,169 @@
+#include "ctxscore/harness/named_cases.hpp"
+
+#include <climits>
+#include <stdexcept>
+
+#include "ctxscore/harness/case_builder.hpp"
+
+namespace ctxscore::harness {
+
+const char* family_name(CaseFamily f) {
+  switch (f) {
+    case CaseFamily::upstream: return "upstream";
+    case CaseFamily::edge: return "edge";
+    case CaseFamily::benchmark: return "benchmark";
+  }
+  return "?";
+}
+
+namespace {
+
+// Upstream test 1: two requests of 130 and 250 tokens, world 2, two heads;
+// the bound 512 (G 4, L 2) leaves slot 1 of both requests unwritten.
+Case upstream_two_requests(std::int64_t rank) {
+  return CaseBuilder("upstream_two_requests_rank" + std::to_string(rank))
+      .seed(11).heads(2).world(2).rank(rank).bound(512).pages(8)
+      .lens({130, 250})
+      .table({3, 5, 0, 0, 6, 1, 0, 0}, 4)
+      .build();
+}
+
+// Upstream test 2: lengths 1000, 4000, 2500 at world 4, rank 2, under the
+// tight bound 4000 and the loose 8192 and 65536. One table (as wide as the
+// loosest bound's G) and one out allocation [H, 3, 128] serve every bound,
+// so the written slots can be compared bitwise across them.
+Case upstream_bound_independence(std::int64_t bound) {
+  const std::int64_t width = global_blocks(65536), slots = local_slots(width, 4);
+  std::vector<std::int32_t> table;
+  for (std::int64_t e = 0; e < 3 * width; ++e) table.push_back(static_cast<std::int32_t>((e * 13) % 16));
+  return CaseBuilder("upstream_bound_independence_S" + std::to_string(bound))
+      .seed(22).heads(4).world(4).rank(2).bound(bound).pages(16)
+      .lens({1000, 4000, 2500})
+      .table(table, width)
+      .out(3, slots, 3 * slots, slots, 1)
+      .build();
+}
+
+// Upstream test 3: eight requests of 2048 tokens whose every page id is
+// 2^20 over a one-page cache, world 4.
+Case upstream_unpopulated_table() {
+  return CaseBuilder("upstream_unpopulated_table")
+      .seed(33).heads(4).world(4).rank(1).bound(2048).pages(1)
+      .lens(std::vector<std::int32_t>(8, 2048))
+      .table(every_entry(1 << 20))
+      .build();
+}
+
+// An edge class at QL 4 and world 2: the request under test beside one of 200 tokens.
+Case length_class(const std::string& name, std::uint64_t seed, std::int32_t len) {
+  return CaseBuilder(name).seed(seed).heads(2).query_len(4).world(2).rank(0).bound(640).pages(3)
+      .lens({len, 200})
+      .build();
+}
+
+// An M3 serving shape: `batch` requests of `context` tokens, 4 heads, world
+// 4, rank 1, every shard page distinct (nothing is read twice).
+Case m3_shape(std::int64_t batch, std::int64_t context, std::int64_t query_len) {
+  const std::string name = std::string(query_len == 1 ? "m3_decode" : "m3_speculative") + "_b" +
+                           std::to_string(batch) + "_" + std::to_string(context / 1024) + "k";
+  const std::int64_t L = local_slots(global_blocks(context), 4);
+  return CaseBuilder(name).seed(100).heads(4).query_len(query_len).world(4).rank(1).bound(context)
+      .pages(batch * L)
+      .lens(std::vector<std::int32_t>(static_cast<std::size_t>(batch), static_cast<std::int32_t>(context)))
+      .table(distinct_shard_pages())
+      .build();
+}
+
+std::vector<NamedCase> build_registry() {
+  std::vector<NamedCase> v;
+  const auto add = [&v](CaseFamily f, std::string what, Case c, double upstream_us = 0) {
+    v.push_back({f, std::move(what), std::move(c), upstream_us});
+  };
+  for (std::int64_t rank = 0; rank < 2; ++rank)
+    add(CaseFamily::upstream, "two requests, world 2: written slots, a sentinel past scan, each rank",
+        upstream_two_requests(rank));
+  for (std::int64_t bound : {4000, 8192, 65536})
+    add(CaseFamily::upstream, "written slots bitwise the same under any bound >= every length",
+        upstream_bound_independence(bound));
+  add(CaseFamily::upstream, "every page id 2^20 over a one-page cache: clamped, never dereferenced",
+      upstream_unpopulated_table());
+
+  add(CaseFamily::edge, "rank 3 of 4 with requests too short to reach it",
+      CaseBuilder("empty_high_ranks").seed(14).heads(2).world(4).rank(3).bound(1024).pages(3)
+          .lens({100, 300, 0, 520}).build());
+  const std::pair<const char*, std::int32_t> lengths[] = {
+      {"length_0", 0}, {"length_1", 1}, {"length_ql_minus_1", 3}, {"length_ql", 4}, {"length_127", 127},
+      {"length_128", 128}, {"length_129", 129}, {"length_3x128_minus_1", 383}, {"length_3x128_plus_1", 385},
+      {"length_equal_bound", 640}, {"length_past_bound", 700}};
+  std::uint64_t seed = 20;
+  for (const auto& [name, len] : lengths)
+    add(CaseFamily::edge, "a request of " + std::to_string(len) + " tokens at QL 4", length_class(name, seed++, len));
+  add(CaseFamily::edge, "M3's speculative decode: H 4, world 4, QL 4",
+      CaseBuilder("speculative_decode_ql4").seed(40).heads(4).query_len(4).world(4).rank(1).bound(2048).pages(4)
+          .lens({900, 77, 1500}).build());
+  {
+    const std::int32_t ids[] = {-1, 3, 4, 1 << 20, INT32_MIN, INT32_MAX, 0, 2, -7, 1};
+    add(CaseFamily::edge, "out-of-range page ids of every kind, clamped into [0, P-1]",
+        CaseBuilder("oob_pages").seed(41).heads(2).world(1).bound(1280).pages(3).lens({1100, 640})
+            .table([ids](const Case& c, std::int64_t i, std::int64_t b) { return ids[(i * c.table_width + b) % 10]; })
+            .build());
+  }
+  add(CaseFamily::edge, "world 1: every block is the rank's own",
+      CaseBuilder("world_1").seed(42).heads(3).query_len(2).world(1).bound(1024).pages(4).lens({700, 129, 1}).build());
+  add(CaseFamily::edge, "world 16, rank 5",
+      CaseBuilder("world_16").seed(43).heads(2).world(16).rank(5).bound(4096).pages(4).lens({2100, 1000, 3000}).build());
+  add(CaseFamily::edge, "a bound far past every length: most slots unwritten",
+      CaseBuilder("bound_far_past_lengths").seed(44).heads(2).world(4).bound(65536).pages(2).lens({300, 129, 40}).build());
+  add(CaseFamily::edge, "padded query strides, a wide table row stride, a larger strided out",
+      CaseBuilder("strided_layouts").seed(45).heads(3).query_len(2).world(2).rank(1).bound(768).pages(3)
+          .lens({500, 260})
+          .table(cycled_pages(5), 1).table_row_stride(global_blocks(768) + 4)
+          .query_strides(3 * 136 + 5, 136)
+          .out(2 * 2 + 2, local_slots(global_blocks(768), 2) + 1, 1, 3, 3 * (2 * 2 + 2))
+          .build());
+  add(CaseFamily::edge, "a forced chunking, CHUNK 1, with programs past the last slot",
+      CaseBuilder("forced_chunk_1_extra_programs").seed(46).heads(2).world(2).rank(1).bound(2048).pages(3)
+          .lens({1000, 400})
+          .geometry(GeometryOverride{1, local_slots(global_blocks(2048), 2) + 3})
+          .build());
+
+  // The kernel benchmark's shapes, with the upstream Triton kernel's times (µs) on an H200.
+  const struct {
+    std::int64_t batch, context;
+    double upstream_us;
+  } m3[] = {{1, 32768, 6.3},       {1, 131072, 8.6},     {8, 32768, 9.7},
+            {8, 131072, 21.6},     {1, 1 << 20, 23.7},   {64, 32768, 36.7},
+            {64, 131072, 130.7},   {8, 1 << 20, 128.9},  {256, 131072, 492}};
+  for (const auto& s : m3)
+    add(CaseFamily::benchmark, "M3 decode (H 4, world 4, QL 1)", m3_shape(s.batch, s.context, 1), s.upstream_us);
+  for (const auto& s : m3)
+    add(CaseFamily::benchmark, "M3 speculative decode (H 4, world 4, QL 4)", m3_shape(s.batch, s.context, 4));
+  add(CaseFamily::benchmark, "16 heads, world 1: a tile of one m-tile, every block the rank's",
+      CaseBuilder("h16_world1_b64_64k").seed(100).heads(16).world(1).bound(65536).pages(64 * 512)
+          .lens(std::vector<std::int32_t>(64, 65536)).table(distinct_shard_pages()).build());
+  return v;
+}
+
+}  // namespace
+
+const std::vector<NamedCase>& named_cases() {
+  static const std::vector<NamedCase> registry = build_registry();
+  return registry;
+}
+
+const NamedCase& named_case(const std::string& name) {
+  for (const NamedCase& n : named_cases())
+    if (n.spec.label == name) return n;
+  std::string known;
+  for (const NamedCase& n : named_cases()) known += " " + n.spec.label;
+  throw std::invalid_argument("no named case \"" + name + "\"; the registry holds:" + known);
+}
+
+std::vector<Case> corpus_cases() {
+  std::vector<Case> v;
+  for (const NamedCase& n : named_cases())
+    if (n.family != CaseFamily::benchmark) v.push_back(n.spec);
+  return v;
+}
+
+}  // namespace ctxscore::harness

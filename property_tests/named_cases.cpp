@@ -1,0 +1,78 @@
+// The registry of named cases: names unique, every corpus case judged
+// through the harness loop (reference against the plain-loop scorer, `out`
+// given, absent and too small), and the benchmark shapes laid out as the
+// benchmark needs them (every shard page distinct, no page read twice).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "ctxscore/harness/judge.hpp"
+#include "ctxscore/harness/named_cases.hpp"
+
+namespace ctxscore {
+namespace {
+
+using harness::CaseFamily;
+using harness::named_cases;
+using harness::OutMode;
+
+TEST(NamedCases, NamesAreUniqueAndEachLineReplaysTheCase) {
+  std::set<std::string> names;
+  for (const harness::NamedCase& n : named_cases()) {
+    EXPECT_TRUE(names.insert(n.spec.label).second) << "two cases named " << n.spec.label;
+    EXPECT_EQ(n.spec.str().find('\n'), std::string::npos) << n.spec.label;
+    EXPECT_EQ(n.spec.str(), n.spec.resolved().str()) << "not resolved: " << n.spec.label;
+    EXPECT_FALSE(n.what.empty()) << n.spec.label;
+  }
+  EXPECT_EQ(harness::named_case("upstream_unpopulated_table").family, CaseFamily::upstream);
+  try {
+    harness::named_case("no_such_case");
+    FAIL() << "an unknown name was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("upstream_two_requests_rank0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(NamedCases, EveryCorpusCasePassesOnTheReferenceInEveryOutMode) {
+  const auto reference = harness::make_backend("reference");
+  std::int64_t judged = 0;
+  for (const Case& c : harness::corpus_cases())
+    for (OutMode out : {OutMode::given, OutMode::absent, OutMode::too_small}) {
+      harness::JudgeOptions o;
+      o.out = out;
+      o.write_failure = false;
+      const harness::Verdict v = harness::run_and_judge(*reference, c, o);
+      EXPECT_TRUE(v.ok()) << c.label << ": " << v.str();
+      EXPECT_EQ(v.oracle, "plain-loop scorer");
+      ++judged;
+    }
+  EXPECT_EQ(judged, 3 * static_cast<std::int64_t>(harness::corpus_cases().size()));
+}
+
+TEST(NamedCases, BenchmarkShapesReadEveryShardPageOnce) {
+  std::int64_t shapes = 0;
+  for (const harness::NamedCase& n : named_cases()) {
+    if (n.family != CaseFamily::benchmark) continue;
+    ++shapes;
+    const Case& c = n.spec;
+    SCOPED_TRACE(c.label);
+    std::set<std::int32_t> pages;
+    std::int64_t read = 0;
+    for (std::int64_t i = 0; i < c.batch(); ++i) {
+      EXPECT_EQ(c.seq_lens[static_cast<std::size_t>(i)], c.max_seq_len);
+      const std::int64_t scan = scan_slots(c.seq_lens[static_cast<std::size_t>(i)], c.global(), c.local(), c.rank, c.world);
+      for (std::int64_t j = 0; j < scan; ++j, ++read) {
+        const std::int32_t id = c.block_table[static_cast<std::size_t>(i * c.table_width + block_of_slot(j, c.rank, c.world))];
+        EXPECT_GE(id, 0);
+        EXPECT_LT(id, c.pages);
+        pages.insert(id);
+      }
+    }
+    EXPECT_EQ(static_cast<std::int64_t>(pages.size()), read) << "a page is read twice";
+    EXPECT_TRUE(n.upstream_us == 0 || c.query_len == 1) << "upstream times are for decode (QL 1)";
+  }
+  EXPECT_EQ(shapes, 19);
+}
+
+}  // namespace
+}  // namespace ctxscore

@@ -1,0 +1,111 @@
+#include "report.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace ctxscore::cli {
+
+void Suite::add(const std::string& row, const harness::Verdict& v, const std::string& where) {
+  stats.add(v);
+  rows.push_back({row, v.ok(), v.ok() ? "" : v.str(), where});
+}
+
+void Suite::add_error(const std::string& row, const std::string& message) {
+  ++errors;
+  rows.push_back({row, false, message, "", true});
+}
+
+bool Report::ok() const {
+  for (const Suite& s : suites)
+    if (!s.ok()) return false;
+  return true;
+}
+
+std::string Report::table() const {
+  std::ostringstream o;
+  char line[256];
+  std::snprintf(line, sizeof line, "\n%-10s %-7s %8s %9s %7s %12s %9s\n", "backend", "suite", "calls", "failures",
+                "errors", "worst ratio", "time (s)");
+  o << line;
+  for (const Suite& s : suites) {
+    std::snprintf(line, sizeof line, "%-10s %-7s %8lld %9lld %7lld %12.3g %9.2f\n", s.backend.c_str(), s.name.c_str(),
+                  static_cast<long long>(s.stats.cases + s.errors), static_cast<long long>(s.stats.failures),
+                  static_cast<long long>(s.errors), s.stats.worst_ratio, s.seconds);
+    o << line;
+  }
+  for (const Suite& s : suites) {
+    o << "  " << s.backend << " " << s.name << " vs " << s.oracle << ": " << s.stats.str() << "\n";
+    int shown = 0;
+    for (const Row& r : s.rows)
+      if (!r.ok && shown++ < 5) o << "    FAIL " << r.name << ": " << r.message << (r.where.empty() ? "" : "\n      " + r.where) << "\n";
+  }
+  for (const std::string& a : absent) o << "not available: " << a << "\n";
+  o << (ok() ? "result: every backend that ran passed\n" : "result: FAILED\n");
+  return o.str();
+}
+
+nlohmann::ordered_json Report::json() const {
+  nlohmann::ordered_json j = {{"ok", ok()}, {"suites", nlohmann::ordered_json::array()}, {"not_available", absent}};
+  for (const Suite& s : suites) {
+    nlohmann::ordered_json failing = nlohmann::ordered_json::array();
+    for (const Row& r : s.rows)
+      if (!r.ok) failing.push_back({{"name", r.name}, {"message", r.message}, {"where", r.where}});
+    j["suites"].push_back({{"suite", s.name}, {"backend", s.backend}, {"oracle", s.oracle},
+                           {"calls", s.stats.cases + s.errors}, {"failures", s.stats.failures}, {"errors", s.errors},
+                           {"worst_ratio", s.stats.worst_ratio}, {"written", s.stats.written},
+                           {"out_modes", s.stats.out_modes}, {"shapes", s.stats.shapes}, {"seconds", s.seconds},
+                           {"failing", failing}});
+  }
+  return j;
+}
+
+namespace {
+
+std::string xml(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') ? ' ' : ch;
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+void write_junit(const Report& r, const std::string& path) {
+  std::ostringstream o;
+  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ctxscore\">\n";
+  for (const Suite& s : r.suites) {
+    std::int64_t failed = 0;
+    for (const Row& row : s.rows) failed += !row.ok;
+    o << "  <testsuite name=\"" << xml(s.backend + "." + s.name) << "\" tests=\"" << s.rows.size() << "\" failures=\""
+      << failed - s.errors << "\" errors=\"" << s.errors << "\" time=\"" << s.seconds << "\">\n";
+    for (const Row& row : s.rows) {
+      o << "    <testcase classname=\"" << xml(s.backend + "." + s.name) << "\" name=\"" << xml(row.name) << "\"";
+      if (row.ok) {
+        o << "/>\n";
+        continue;
+      }
+      const char* tag = row.error ? "error" : "failure";
+      o << ">\n      <" << tag << " message=\"" << xml(row.message.substr(0, 200)) << "\">" << xml(row.message)
+        << (row.where.empty() ? "" : "\n" + xml(row.where)) << "</" << tag << ">\n    </testcase>\n";
+    }
+    o << "  </testsuite>\n";
+  }
+  o << "</testsuites>\n";
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!(f << o.str()) || !f.flush()) throw std::runtime_error("--junit: cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("--junit: cannot rename " + tmp + " to " + path);
+}
+
+}  // namespace ctxscore::cli
