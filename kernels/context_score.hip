@@ -27,13 +27,26 @@ CTXSCORE_HD inline std::int64_t staged_rows(std::int64_t heads, std::int64_t que
 // The shapes this platform's kernel has (page_stream.hpp).
 inline constexpr KernelLimits kLimits{kMaxTeams, kMaxRingPages, teams_per_sm(1)};
 
-// Dynamic shared memory: the teams' page rings (NVIDIA), then per tile row
-// its query, its causal cutoff, its output offset, and per team each wave's
-// partial maxima for two slots.
-inline constexpr std::size_t kPartialBytesPerRow = 2 * kWaves * 4;
+// A program's dynamic shared memory, stated once: the launcher sizes it and
+// the kernel carves it from this. In order: the teams' page rings (NVIDIA;
+// page_stream.hpp), the query tile [rows][QueryLayout::kRowWords] u32, each
+// tile row's causal cutoff (i32) and out offset at slot 0 (i64; 8-aligned,
+// rows being a multiple of 16), and per team the waves' partial maxima of
+// two slots [team][slot parity][wave][rows] f32.
+struct SharedLayout {
+  // Byte offsets; a program's shared memory is well under 2^31 bytes.
+  int q_tile, cutoff, row_out, partial, bytes;
+  int partial_per_team;  // floats
+  CTXSCORE_HD constexpr SharedLayout(int teams, int ring_pages, int rows)
+      : q_tile(teams * static_cast<int>(ring_bytes(ring_pages))),
+        cutoff(q_tile + rows * QueryLayout::kRowWords * 4),
+        row_out(cutoff + rows * 4),
+        partial(row_out + rows * 8),
+        bytes(partial + teams * 2 * kWaves * rows * 4),
+        partial_per_team(2 * kWaves * rows) {}
+};
 std::size_t shared_bytes(std::int64_t rows, KernelShape k) {
-  return k.teams * (ring_bytes(k.ring_pages) + static_cast<std::size_t>(rows) * kPartialBytesPerRow) +
-         static_cast<std::size_t>(rows) * (QueryLayout::kRowWords * 4 + 4 + 8);
+  return static_cast<std::size_t>(SharedLayout(k.teams, k.ring_pages, static_cast<int>(rows)).bytes);
 }
 
 // The scores of one slot for every active row: the max over the waves'
@@ -95,11 +108,13 @@ __global__ __launch_bounds__(kThreads* kTeams, teams_per_sm(kRingPages) / kTeams
   const int active = static_cast<int>(tile_active_rows(p));
   const int all = static_cast<int>(blockDim.x), k0 = static_cast<int>(threadIdx.x);
 
-  std::uint32_t* q_tile = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(smem) + kTeams * ring_bytes(kRingPages));  // [rows][QueryLayout::kRowWords]
+  const SharedLayout shared(kTeams, kRingPages, rows);
+  char* const base = reinterpret_cast<char*>(smem);
+  std::uint32_t* q_tile = reinterpret_cast<std::uint32_t*>(base + shared.q_tile);
   // Cutoffs lie in (−QL, len], lengths are int32: 32 bits.
-  std::int32_t* cutoff = reinterpret_cast<std::int32_t*>(q_tile + rows * QueryLayout::kRowWords);  // [rows]
-  std::int64_t* row_out = reinterpret_cast<std::int64_t*>(cutoff + rows);  // [rows]: out offset of the row's slot 0
-  float* partial = reinterpret_cast<float*>(row_out + rows) + team * 2 * kWaves * rows;  // [slot parity][kWaves][rows]
+  std::int32_t* cutoff = reinterpret_cast<std::int32_t*>(base + shared.cutoff);
+  std::int64_t* row_out = reinterpret_cast<std::int64_t*>(base + shared.row_out);
+  float* partial = reinterpret_cast<float*>(base + shared.partial) + team * shared.partial_per_team;  // this team's [parity][wave][rows]
   const int tid = static_cast<int>(threadIdx.x) % kThreads, lane = tid % kWave, wave = tid / kWave;
 
   // Every team stages the tile together, in the MMA steps' word order
