@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "ctxscore/bits.hpp"
 #include "ctxscore/harness/case_builder.hpp"
 #include "ctxscore/score.hpp"
 #include "gpu_backend.hpp"
@@ -74,6 +75,27 @@ TEST_F(Capture, DummyBatchAtTheStableBoundReplaysEveryBatch) {
         RC_FAIL("replay " + std::to_string(k) + ": " + r.summary());
       }
     }
+  });
+}
+
+// A replay writes, bitwise, what a plain call on the same batch writes.
+TEST_F(Capture, ReplayEqualsAPlainCallBitwise) {
+  HostCase probe = materialize(CaseBuilder("capture_probe").lens({1}).build());
+  if (!backend().capture(probe, 128)) GTEST_SKIP() << backend().name() << " cannot record a graph";
+  test::run_property(20, [this] {
+    const Case dummy = dummy_shape();
+    HostCase host = materialize(dummy);
+    const auto g = backend().capture(host, dummy.max_seq_len);
+    const Case real = real_batch(dummy);
+    HostCase replayed = materialize(real), plain = materialize(real);
+    const std::vector<float> a = g->replay(replayed).out, b = backend().score(plain, harness::OutMode::given).out;
+    RC_ASSERT(a.size() == b.size());
+    for (std::size_t e = 0; e < a.size(); ++e)
+      if (float_bits(a[e]) != float_bits(b[e])) {
+        test::note_failure(real, "element " + std::to_string(e) + " differs", backend().replay_flags());
+        RC_FAIL("replay and plain call differ at element " + std::to_string(e) + ": " + std::to_string(a[e]) + " vs " +
+                std::to_string(b[e]));
+      }
   });
 }
 

@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include <iostream>
+
 #include "ctxscore/bits.hpp"
 #include "ctxscore/harness/case_builder.hpp"
 #include "ctxscore/harness/judge.hpp"
 #include "ctxscore/harness/named_cases.hpp"
+#include "ctxscore/harness/pipeline.hpp"
 #include "gpu_backend.hpp"
 #include "property_runner.hpp"
 
@@ -75,6 +78,61 @@ TEST_F(Kernel, MatchesReferenceOnTheM3Shapes) {
     gen::classify(c, out);
     require(c, out);
   });
+}
+
+// The same case at world 1 and at every rank, each rank's `out` passed its
+// own way: what the consumer's merge needs.
+harness::PipelineVerdict pipeline_of(harness::Backend& b, const gen::CaseLimits& lim) {
+  const Case c = *gen::genCase(lim);
+  std::vector<OutMode> modes;
+  for (std::int64_t r = 0; r < c.world; ++r) modes.push_back(*gen::genOutMode());
+  gen::classify(c);
+  return harness::judge_pipeline(b, c, modes);
+}
+
+// Each rank's written column j equals, bitwise, what the same scorer writes
+// for block j·world + r at world 1 (CONTRACT.md §9: the merge is exact).
+TEST_F(Kernel, ShardColumnsAreBitwiseTheWorldOneColumns) {
+  std::int64_t columns = 0;
+  test::run_property(100, [&] {
+    gen::CaseLimits lim = limits();
+    lim.max_world = 8;
+    lim.max_work = 1 << 13;
+    const harness::PipelineVerdict v = pipeline_of(backend(), lim);
+    columns += v.columns;
+    if (!v.error.empty() || !v.shard_mismatch.empty()) {
+      test::note_failure(v.spec, v.str(), backend().replay_flags());
+      RC_FAIL(v.str());
+    }
+  });
+  std::cout << "shard columns compared bitwise: " << columns << std::endl;
+}
+
+// The merged top-16 over every rank of the backend's scores selects the
+// reference's blocks, under both tie rules, except at near-ties; prints how
+// often near-ties occur at M3's shapes.
+TEST_F(Kernel, MergedSelectionIsTheReferenceSelection) {
+  std::int64_t rows = 0, near = 0, matched = 0;
+  double worst = 1e300;
+  test::run_property(100, [&] {
+    gen::CaseLimits lim = limits();
+    lim.min_heads = lim.max_heads = 4;
+    lim.min_world = lim.max_world = 4;
+    lim.min_query_len = lim.max_query_len = *rc::gen::element<std::int64_t>(1, 4);
+    lim.max_work = 1 << 14;
+    const harness::PipelineVerdict v = pipeline_of(backend(), lim);
+    rows += v.higher.rows;
+    near += v.higher.near_ties;
+    matched += v.higher.matched;
+    worst = std::min(worst, v.higher.worst_margin);
+    if (!v.error.empty() || !v.higher.ok() || !v.lower.ok()) {
+      test::note_failure(v.spec, v.str(), backend().replay_flags());
+      RC_FAIL(v.str());
+    }
+  });
+  std::cout << "merged top-16 at M3 shapes: " << rows << " (head, row) pairs, " << matched << " matched the reference, "
+            << near << " near-ties (" << (rows ? 100.0 * near / rows : 0) << " %), worst margin " << worst << " bounds"
+            << std::endl;
 }
 
 // Every upstream and corpus case, at every rank of its world, with `out`

@@ -3,6 +3,7 @@
 #include "ctxscore/bits.hpp"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -48,6 +49,7 @@ std::string CompareReport::summary() const {
   s << (ok() ? "ok" : "MISMATCH") << " written=" << written << " finite=" << written_finite
     << " neg_inf=" << written_neg_inf << " unwritten_checked=" << unwritten_checked
     << " mismatches=" << mismatches << " worst_ratio=" << worst_ratio;
+  s << " " << selection.str();
   if (first) s << " first: " << first->str();
   return s.str();
 }
@@ -91,6 +93,26 @@ void judge_written(CompareReport& r, const ShardScores& ref, std::int64_t h, std
   if (!(err <= bound)) record(r, {MismatchKind::outside_bound, coordinates(ref, h, row, j), off, exact, got, bound});
 }
 
+// The rank's local top-k from the scores it wrote against the reference's.
+// `got(h, row, j)` reads a written element.
+template <typename Got>
+void add_selection_view(CompareReport& r, const ShardScores& ref, const Got& got) {
+  SelectionLayout l{ref.lens, ref.query_len, ref.heads, ref.global, ref.world};
+  if (static_cast<std::int64_t>(l.lens.size()) != ref.batch || ref.heads * ref.tokens == 0) return;
+  std::vector<float> mine(ref.exact.size(), std::numeric_limits<float>::quiet_NaN()), theirs(mine);
+  for (std::int64_t h = 0; h < ref.heads; ++h)
+    for (std::int64_t row = 0; row < ref.tokens; ++row)
+      for (std::int64_t j = 0; j < ref.slots; ++j)
+        if (ref.is_written(row, j)) {
+          const std::size_t e = static_cast<std::size_t>(ref.index(h, row, j));
+          mine[e] = got(h, row, j);
+          theirs[e] = stored_value(ref.exact[e]);
+        }
+  const SelectionParams p;
+  r.selection = check_selection(l, ref.rank, select_local(l, ref.rank, mine.data(), p),
+                                select_local(l, ref.rank, theirs.data(), p), ref.exact, ref.bound, p);
+}
+
 }  // namespace
 
 CompareReport compare_fresh(const ShardScores& ref, const float* fresh, std::int64_t elements) {
@@ -114,6 +136,7 @@ CompareReport compare_fresh(const ShardScores& ref, const float* fresh, std::int
           const std::int64_t off = ref.index(h, row, j);
           judge_written(r, ref, h, row, j, off, fresh[off]);
         }
+  add_selection_view(r, ref, [&](std::int64_t h, std::int64_t row, std::int64_t j) { return fresh[ref.index(h, row, j)]; });
   return r;
 }
 
@@ -155,6 +178,7 @@ CompareReport compare(const ShardScores& ref, const ScoresView& layout, const fl
     }
     record(r, m);
   }
+  add_selection_view(r, ref, [&](std::int64_t h, std::int64_t row, std::int64_t j) { return after[layout.offset(h, row, j)]; });
   return r;
 }
 

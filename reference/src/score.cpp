@@ -134,6 +134,8 @@ ShardScores score_shard(const ScoreArgs& args) {
   s.query_len = QL;
   s.rank = args.rank;
   s.world = args.world;
+  s.global = g.global;
+  s.lens.assign(in.lens.data, in.lens.data + in.lens.batch);
   s.scale = scale_fp32(args.sm_scale);
   s.exact.assign(static_cast<std::size_t>(H * T * L), std::numeric_limits<double>::quiet_NaN());
   s.bound.assign(s.exact.size(), 0.0);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ctxscore/score.hpp"
+#include "ctxscore/selection.hpp"
 #include "ctxscore/views.hpp"
 
 namespace ctxscore {
@@ -45,7 +46,11 @@ struct CompareReport {
   std::optional<Mismatch> first;
   std::optional<std::string> out_of_contract;
   std::optional<std::string> shape_problem;  // scores of the wrong size: nothing else was judged
-  bool ok() const { return !out_of_contract && mismatches == 0; }
+  // The consumer's view of this rank (CONTRACT.md §9, M3's k = 16, the
+  // higher block first on ties): its local top-k from these scores against
+  // the reference's, near-ties exempt.
+  SelectionCheck selection;
+  bool ok() const { return !out_of_contract && mismatches == 0 && selection.ok(); }
   std::string summary() const;  // one line
 };
 

@@ -15,7 +15,8 @@ namespace ctxscore {
 
 struct ShardScores {
   std::int64_t heads = 0, tokens = 0, slots = 0;  // dense [H, T, L]
-  std::int64_t batch = 0, query_len = 1, rank = 0, world = 1;
+  std::int64_t batch = 0, query_len = 1, rank = 0, world = 1, global = 0;
+  std::vector<std::int32_t> lens;  // [B]: what the consumer's selection needs beside the scores
   float scale = 0.0f;  // SCALE
   // SCALE · max Σ_d k·q over qualifying positions, computed exactly; −inf
   // where none qualifies. Meaningful only where written.

@@ -53,6 +53,9 @@ struct JudgeStats {
   std::map<std::string, std::int64_t> out_modes;   // by out mode
   double worst_ratio = 0;
   std::string worst_case;
+  // The consumer's view (CompareReport::selection), summed.
+  std::int64_t selection_rows = 0, selection_matched = 0, near_ties = 0;
+  double worst_margin = 1e300;
   void add(const Verdict& v);
   std::string str() const;  // one line
 };

@@ -1,0 +1,114 @@
+#include "ctxscore/harness/pipeline.hpp"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "ctxscore/bits.hpp"
+
+namespace ctxscore::harness {
+
+std::vector<float> written_scores(const Scored& s, const HostCase& host) {
+  const Case& c = host.spec;
+  const std::int64_t H = c.heads, T = c.tokens(), L = c.local();
+  std::vector<float> dense(static_cast<std::size_t>(H * T * L), std::numeric_limits<float>::quiet_NaN());
+  if (s.fresh) {
+    if (s.fresh->size() != dense.size())
+      throw BackendError("fresh scores of " + std::to_string(s.fresh->size()) + " elements, expected [H, T, L] = " +
+                         std::to_string(dense.size()));
+    dense = *s.fresh;
+  } else {
+    if (s.out.size() != host.out.size())
+      throw BackendError("an out allocation of " + std::to_string(s.out.size()) + " elements, expected " +
+                         std::to_string(host.out.size()));
+    const ScoresView o = host.out_layout();
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t row = 0; row < T; ++row)
+        for (std::int64_t j = 0; j < L; ++j)
+          dense[static_cast<std::size_t>((h * T + row) * L + j)] = s.out[static_cast<std::size_t>(o.offset(h, row, j))];
+  }
+  for (std::int64_t row = 0; row < T; ++row) {  // what the contract leaves unwritten reads as NaN
+    const std::int64_t scan = scan_slots(c.seq_lens[static_cast<std::size_t>(row / c.query_len)], c.global(), L, c.rank, c.world);
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t j = scan; j < L; ++j)
+        dense[static_cast<std::size_t>((h * T + row) * L + j)] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return dense;
+}
+
+std::string PipelineVerdict::str() const {
+  std::ostringstream s;
+  s << (ok() ? "ok" : "FAIL") << " pipeline: " << columns << " shard columns";
+  if (!error.empty()) s << "; error: " << error;
+  if (!shard_mismatch.empty()) s << "; " << shard_mismatch;
+  s << "; higher first: " << higher.str() << "; lower first: " << lower.str();
+  return s.str();
+}
+
+PipelineVerdict judge_pipeline(Backend& b, const Case& c, const std::vector<OutMode>& out_modes,
+                               const SelectionParams& params) {
+  PipelineVerdict v;
+  v.spec = c;
+  const std::int64_t H = c.heads, T = c.tokens(), G = c.global(), L = c.local();
+  Case whole = c;
+  whole.label = c.label + "_world1";
+  whole.world = 1;
+  whole.rank = 0;
+  whole.geometry.reset();
+  whole.out_rows = whole.out_slots = whole.out_head_stride = whole.out_row_stride = whole.out_slot_stride = 0;
+  whole = whole.resolved();
+  try {
+    HostCase one = materialize(whole);
+    ScoreArgs oracle_args = one.args();
+    oracle_args.out.reset();
+    const ShardScores exact = score_shard(oracle_args);
+    const std::vector<float> unsharded = written_scores(b.score(one, OutMode::given), one);
+    std::vector<std::vector<float>> shards;
+    for (std::int64_t r = 0; r < c.world; ++r) {
+      Case cr = c;
+      cr.rank = r;
+      HostCase host = materialize(cr);
+      shards.push_back(written_scores(b.score(host, out_modes[static_cast<std::size_t>(r)]), host));
+      for (std::int64_t row = 0; row < T; ++row) {
+        const std::int64_t scan = scan_slots(c.seq_lens[static_cast<std::size_t>(row / c.query_len)], G, L, r, c.world);
+        for (std::int64_t j = 0; j < scan; ++j) {
+          ++v.columns;
+          const std::int64_t blk = block_of_slot(j, r, c.world);
+          for (std::int64_t h = 0; h < H && v.shard_mismatch.empty(); ++h) {
+            const float mine = shards.back()[static_cast<std::size_t>((h * T + row) * L + j)];
+            const float theirs = unsharded[static_cast<std::size_t>((h * T + row) * G + blk)];
+            if (float_bits(mine) == float_bits(theirs)) continue;
+            std::ostringstream m;
+            m.precision(9);
+            m << "rank " << r << " (out " << out_mode_name(out_modes[static_cast<std::size_t>(r)]) << ") head " << h
+              << " row " << row << " slot " << j << " holds " << mine << " (bits " << std::hex << float_bits(mine)
+              << "), the world-1 column of block " << std::dec << blk << " " << theirs << " (bits " << std::hex
+              << float_bits(theirs) << ")";
+            v.shard_mismatch = m.str();
+          }
+        }
+      }
+    }
+    std::vector<float> reference(exact.exact.size(), std::numeric_limits<float>::quiet_NaN());
+    for (std::size_t e = 0; e < reference.size(); ++e)
+      if (!std::isnan(exact.exact[e])) reference[e] = stored_value(exact.exact[e]);
+    const SelectionLayout sharded{c.seq_lens, c.query_len, H, G, c.world}, unsharded_layout{c.seq_lens, c.query_len, H, G, 1};
+    std::vector<const float*> shard_ptrs;
+    for (const auto& s : shards) shard_ptrs.push_back(s.data());
+    for (TieRule tie : {TieRule::higher_block_first, TieRule::lower_block_first}) {
+      SelectionParams p = params;
+      p.tie = tie;
+      const Selection got = select_blocks(sharded, shard_ptrs, p);
+      const Selection want = select_blocks(unsharded_layout, {reference.data()}, p);
+      (tie == TieRule::higher_block_first ? v.higher : v.lower) =
+          check_selection(unsharded_layout, 0, got, want, exact.exact, exact.bound, p);
+    }
+  } catch (const ContractError& e) {
+    v.error = std::string("rejected the call (") + clause_name(e.clause()) + "): " + e.what();
+  } catch (const std::exception& e) {
+    v.error = e.what();
+  }
+  return v;
+}
+
+}  // namespace ctxscore::harness
