@@ -11,10 +11,12 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "ctxscore/fixture.hpp"
 #include "ctxscore/harness/judge.hpp"
 #include "ctxscore/harness/named_cases.hpp"
+#include "ctxscore/harness/port.hpp"
 #include "report.hpp"
 
 namespace ctxscore::cli {
@@ -176,31 +178,130 @@ std::vector<OutMode> modes_named(const std::string& name) {
 
 // Case k of a run: the backend's generator at seed + k, and its out mode
 // (drawn from the seed for "mixed": half given, a quarter each absent and too small).
-Suite fuzz(Backend& b, std::int64_t cases, std::uint64_t seed, const std::string& out_mode, bool print) {
+// A failing case made small: RapidCheck's shrinks of the generated case,
+// the first that still fails taken each round, until none does (at most
+// `rounds` rounds). Returns the smallest failing verdict.
+Verdict shrink(Backend& b, rc::Shrinkable<Case> failing, OutMode mode, Verdict verdict, int rounds) {
+  harness::JudgeOptions o;
+  o.out = mode;
+  o.write_failure = false;
+  for (int round = 0; round < rounds; ++round) {
+    rc::Seq<rc::Shrinkable<Case>> candidates = failing.shrinks();
+    bool smaller = false;
+    while (rc::Maybe<rc::Shrinkable<Case>> next = candidates.next()) {
+      const Verdict v = harness::run_and_judge(b, next->value(), o);
+      if (v.ok()) continue;
+      failing = *next;
+      verdict = v;
+      smaller = true;
+      break;
+    }
+    if (!smaller) break;
+  }
+  return verdict;
+}
+
+// "small": the CPU suite's case sizes (for slow ports); "large": the GPU
+// suite's; "": the backend's own.
+gen::CaseLimits fuzz_limits(Backend& b, const std::string& size) {
+  if (size == "small") return gen::CaseLimits{};
+  if (size == "large") {
+    gen::CaseLimits lim = gen::gpu_case_limits();
+    lim.forced_geometry = b.fuzz_limits().forced_geometry;
+    return lim;
+  }
+  return b.fuzz_limits();
+}
+
+Suite fuzz(Backend& b, std::int64_t cases, std::uint64_t seed, const std::string& out_mode, const std::string& size,
+           bool print, int shrink_rounds = 50) {
   Suite s;
   s.name = "fuzz";
   s.backend = b.name();
   s.oracle = harness::oracle_name(b.oracle());
   const bool tty = print && isatty(fileno(stderr));
+  const gen::CaseLimits lim = fuzz_limits(b, size);
   const auto t0 = Clock::now();
   for (std::int64_t k = 0; k < cases; ++k) {
     const std::uint64_t case_seed = seed + static_cast<std::uint64_t>(k);
-    const Case c = gen::sample_case(b.fuzz_limits(), case_seed);
+    const rc::Shrinkable<Case> drawn = gen::genCase(lim)(rc::Random(case_seed), 100);
+    const Case c = drawn.value();
     harness::JudgeOptions o;
     o.out = out_mode == "mixed" ? gen::sample_out_mode(case_seed) : harness::out_mode_named(out_mode);
-    const Verdict v = harness::run_and_judge(b, c, o);
+    o.write_failure = false;
+    Verdict v = harness::run_and_judge(b, c, o);
+    if (!v.ok()) {
+      // The shrunk case is what is written and reported; the drawn one is the seed's.
+      v = shrink(b, drawn, o.out, v, shrink_rounds);
+      v.fixture = harness::write_failure_fixture(v.spec, b.name() + "_seed" + std::to_string(case_seed) + "_shrunk",
+                                                 b.replay_flags() + (o.out == OutMode::given ? "" : std::string(" --out-mode ") +
+                                                                                                        harness::out_mode_name(o.out)));
+    }
     s.add("seed " + std::to_string(case_seed), v, v.fixture);
     if (!v.ok() && print)
-      std::fprintf(stderr, "%sFAIL case %lld, seed %llu (replay: ctxscore fuzz %s --cases 1 --seed %llu --out-mode %s)\n  %s\n  %s\n  fixture: %s\n",
+      std::fprintf(stderr, "%sFAIL case %lld, seed %llu (replay: ctxscore fuzz %s --cases 1 --seed %llu --out-mode %s%s)\n  shrunk: %s\n  %s\n  fixture: %s\n",
                    tty ? "\r" : "", static_cast<long long>(k), static_cast<unsigned long long>(case_seed),
                    b.replay_flags().c_str(), static_cast<unsigned long long>(case_seed), harness::out_mode_name(o.out),
-                   c.str().c_str(), v.str().c_str(), v.fixture.c_str());
+                   size.empty() ? "" : (" --case-size " + size).c_str(),
+                   v.spec.str().c_str(), v.str().c_str(), v.fixture.c_str());
     if (tty && (k % 16 == 15 || k + 1 == cases))
       std::fprintf(stderr, "\r[%lld/%lld] %s vs %s: %lld failures, worst ratio %.3g", static_cast<long long>(k + 1),
                    static_cast<long long>(cases), b.name().c_str(), harness::oracle_name(b.oracle()),
                    static_cast<long long>(s.stats.failures), s.stats.worst_ratio);
   }
   if (tty) std::fprintf(stderr, "\n");
+  s.seconds = since(t0);
+  return s;
+}
+
+// ---- a port's launch geometry -------------------------------------------------
+
+// A port that answers `geometry` against §6's formula: every point of a
+// small range (batch 1..48, G 1..96 blocks, world 1..5, H·QL 1..20), then
+// random points up to 2^20 requests and blocks.
+Suite fuzz_port_geometry(Backend& b, std::int64_t random_points, std::uint64_t seed) {
+  Suite s;
+  s.name = "geometry";
+  s.backend = b.name();
+  s.oracle = "CONTRACT.md section 6";
+  harness::PortBackendApi* port = harness::as_port(b);
+  const auto t0 = Clock::now();
+  const auto judge_point = [&](std::int64_t batch, std::int64_t bound, std::int64_t world, std::int64_t heads,
+                               std::int64_t ql) {
+    const Geometry want = launch_geometry(batch, bound, world, heads, ql);
+    std::string row = "B=" + std::to_string(batch) + " S=" + std::to_string(bound) + " world=" + std::to_string(world) +
+                      " H=" + std::to_string(heads) + " QL=" + std::to_string(ql);
+    harness::Verdict v;
+    v.backend = b.name();
+    v.oracle = s.oracle;
+    try {
+      const harness::PortGeometry got = port->geometry(batch, bound, world, heads, ql);
+      if (got.chunk_count != want.chunks || got.chunk != want.chunk || got.grid_x != want.grid_x || got.grid_y != want.grid_y)
+        v.error = "launches chunk count " + std::to_string(got.chunk_count) + ", CHUNK " + std::to_string(got.chunk) +
+                  ", grid " + std::to_string(got.grid_x) + "x" + std::to_string(got.grid_y) + "; the contract gives " +
+                  std::to_string(want.chunks) + ", " + std::to_string(want.chunk) + ", " + std::to_string(want.grid_x) +
+                  "x" + std::to_string(want.grid_y);
+    } catch (const std::exception& e) {
+      v.error = e.what();
+    }
+    s.add(row, v, "");
+    return v.ok();
+  };
+  int shown = 0;
+  for (std::int64_t batch = 1; batch <= 48; ++batch)
+    for (std::int64_t g = 1; g <= 96; g += (g < 16 ? 1 : 5))
+      for (std::int64_t world = 1; world <= 5; ++world)
+        if (!judge_point(batch, g * 128 - (batch % 3 == 0 ? 5 : 0), world, 1 + batch % 5, 1 + g % 4) && shown++ < 3)
+          std::fprintf(stderr, "geometry: %s\n", s.rows.back().message.c_str());
+  std::mt19937_64 rng(seed);
+  for (std::int64_t k = 0; k < random_points; ++k) {
+    const std::int64_t batch = 1 + static_cast<std::int64_t>(rng() % (1u << 20));
+    const std::int64_t bound = 1 + static_cast<std::int64_t>(rng() % (std::uint64_t{1} << 27));
+    const std::int64_t world = 1 + static_cast<std::int64_t>(rng() % 16);
+    if (!judge_point(batch, bound, world, 1 + static_cast<std::int64_t>(rng() % 16), 1 + static_cast<std::int64_t>(rng() % 8)) &&
+        shown++ < 3)
+      std::fprintf(stderr, "geometry: %s\n", s.rows.back().message.c_str());
+  }
   s.seconds = since(t0);
   return s;
 }
@@ -215,7 +316,7 @@ std::string default_corpus() {
 struct VerifyPlan {
   std::string corpus;
   std::int64_t reference_cases = 2000, hip_cases = 3000, port_cases = 1000;
-  std::string port;
+  std::string port, case_size;
   std::uint64_t seed = 1;
 };
 
@@ -233,7 +334,9 @@ int verify_command(const VerifyPlan& plan, Report& report, bool print) {
     const std::unique_ptr<Backend> b = e.make(plan.port);
     const std::int64_t n = e.name == "hip" ? plan.hip_cases : e.name == "port" ? plan.port_cases : plan.reference_cases;
     report.suites.push_back(check_fixtures(files, *b, modes_named("all"), false));
-    report.suites.push_back(fuzz(*b, n, plan.seed, "mixed", print));
+    report.suites.push_back(fuzz(*b, n, plan.seed, "mixed", plan.case_size, print));
+    if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry"))
+      report.suites.push_back(fuzz_port_geometry(*b, 2000, plan.seed));
   }
   return report.ok() ? 0 : 1;
 }
@@ -284,15 +387,19 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--count", count, "cases of a random class")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   std::vector<std::string> paths;
   auto* check_cmd = fixtures->add_subcommand("check", "Run a backend on fixtures and judge it; non-zero exit on any failure");
-  check_cmd->add_option("PATH", paths, "fixture files or directories")->required();
+  check_cmd->add_option("PATH", paths, "fixture files or directories (default: the committed corpus)");
   add_backend(check_cmd, "given");
 
   std::int64_t cases = 100;
+  std::string case_size;
+  double port_timeout = 0;
   auto* fuzz_cmd = app.add_subcommand("fuzz", "Random cases against the backend's oracle; failing cases become fixtures");
   add_backend(fuzz_cmd, "mixed");
   fuzz_cmd->add_option("--cases", cases, "how many cases")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   fuzz_cmd->add_option("--seed", seed, "case k uses seed + k")->capture_default_str();
   fuzz_cmd->add_option("--failures", failures, "where failing cases are written (default $CTXSCORE_FAILURE_DIR, else ctxscore-failures)");
+  fuzz_cmd->add_option("--case-size", case_size, "small (the CPU suite's sizes, for slow ports) or large (the GPU suite's); default: the backend's")
+      ->check(CLI::IsMember({"small", "large"}));
 
   VerifyPlan plan;
   plan.corpus = default_corpus();
@@ -301,14 +408,20 @@ int main(int argc, char** argv) {
   verify_cmd->add_option("--reference-cases", plan.reference_cases, "fuzz cases for the reference")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_option("--hip-cases", plan.hip_cases, "fuzz cases for the kernel")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_option("--port", plan.port, "also verify a port (its command line)");
+  verify_cmd->add_option("--case-size", plan.case_size, "small or large (as for fuzz)")->check(CLI::IsMember({"small", "large"}));
   verify_cmd->add_option("--port-cases", plan.port_cases, "fuzz cases for the port")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_option("--seed", plan.seed, "fuzz seed")->capture_default_str();
   verify_cmd->add_option("--failures", failures, "where failing cases are written");
   verify_cmd->add_flag("--json", as_json, "print JSON");
   verify_cmd->add_option("--junit", junit, "also write a JUnit XML report here");
 
+  for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd})
+    cmd->add_option("--port-timeout", port_timeout, "seconds a port may take per request (default $CTXSCORE_PORT_TIMEOUT, else 60)")
+        ->check(CLI::PositiveNumber);
+
   CLI11_PARSE(app, argc, argv);
   try {
+    if (port_timeout > 0) harness::set_port_timeout_seconds(port_timeout);
     if (!failures.empty()) harness::set_failure_dir(failures);
     if (!port.empty()) backend = "port";
     if (*geo) return geometry_command(batch, bound, world, heads, query_len, as_json);
@@ -319,11 +432,14 @@ int main(int argc, char** argv) {
     if (*check_cmd) {
       const auto b = harness::make_backend(backend, port);
       if (out_mode == "mixed") throw CLI::ValidationError("--out-mode", "mixed is for fuzz; fixtures take given, absent, too_small or all");
+      if (paths.empty()) paths.push_back(default_corpus());
       report.suites.push_back(check_fixtures(fixture_files(paths), *b, modes_named(out_mode), !as_json));
     } else if (*fuzz_cmd) {
       const auto b = harness::make_backend(backend, port);
       if (out_mode != "mixed") harness::out_mode_named(out_mode);
-      report.suites.push_back(fuzz(*b, cases, seed, out_mode, !as_json));
+      report.suites.push_back(fuzz(*b, cases, seed, out_mode, case_size, !as_json));
+      if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry"))
+        report.suites.push_back(fuzz_port_geometry(*b, std::max<std::int64_t>(cases, 1000), seed));
     } else if (*verify_cmd) {
       rc = verify_command(plan, report, !as_json);
     }

@@ -9,12 +9,12 @@ namespace ctxscore::cli {
 
 void Suite::add(const std::string& row, const harness::Verdict& v, const std::string& where) {
   stats.add(v);
-  rows.push_back({row, v.ok(), v.ok() ? "" : v.str(), where});
+  rows.push_back({row, v.ok(), v.ok() ? "" : v.str(), where, v.ok() ? "" : v.spec.str()});
 }
 
 void Suite::add_error(const std::string& row, const std::string& message) {
   ++errors;
-  rows.push_back({row, false, message, "", true});
+  rows.push_back({row, false, message, "", "", true});
 }
 
 bool Report::ok() const {
@@ -39,7 +39,9 @@ std::string Report::table() const {
     o << "  " << s.backend << " " << s.name << " vs " << s.oracle << ": " << s.stats.str() << "\n";
     int shown = 0;
     for (const Row& r : s.rows)
-      if (!r.ok && shown++ < 5) o << "    FAIL " << r.name << ": " << r.message << (r.where.empty() ? "" : "\n      " + r.where) << "\n";
+      if (!r.ok && shown++ < 5)
+        o << "    FAIL " << r.name << ": " << r.message << (r.spec.empty() ? "" : "\n      case: " + r.spec)
+          << (r.where.empty() ? "" : "\n      fixture: " + r.where) << "\n";
   }
   for (const std::string& a : absent) o << "not available: " << a << "\n";
   o << (ok() ? "result: every backend that ran passed\n" : "result: FAILED\n");
@@ -51,7 +53,7 @@ nlohmann::ordered_json Report::json() const {
   for (const Suite& s : suites) {
     nlohmann::ordered_json failing = nlohmann::ordered_json::array();
     for (const Row& r : s.rows)
-      if (!r.ok) failing.push_back({{"name", r.name}, {"message", r.message}, {"where", r.where}});
+      if (!r.ok) failing.push_back({{"name", r.name}, {"message", r.message}, {"where", r.where}, {"case", r.spec}});
     j["suites"].push_back({{"suite", s.name}, {"backend", s.backend}, {"oracle", s.oracle},
                            {"calls", s.stats.cases + s.errors}, {"failures", s.stats.failures}, {"errors", s.errors},
                            {"worst_ratio", s.stats.worst_ratio}, {"written", s.stats.written},

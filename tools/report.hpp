@@ -15,6 +15,7 @@ struct Row {
   bool ok = true;
   std::string message;   // the verdict, when it failed
   std::string where;     // the fixture it came from or was written to
+  std::string spec;      // the case line (the shrunk one for a failing fuzz case)
   bool error = false;    // an input that could not be judged, not a failing backend
 };
 

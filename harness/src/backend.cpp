@@ -1,5 +1,7 @@
 #include "ctxscore/harness/backend.hpp"
 
+#include "ctxscore/harness/port.hpp"
+
 #include <limits>
 
 namespace ctxscore::harness {
@@ -91,6 +93,9 @@ const std::vector<BackendEntry>& backend_registry() {
                  [] { return std::string("this build has no GPU kernel (configure with CTXSCORE_CUDA=ON or CTXSCORE_HIP=ON)"); },
                  [](const std::string&) -> std::unique_ptr<Backend> { return nullptr; }});
 #endif
+    v.push_back({"port", "an implementation in another process, from its command line (fixtures/PROTOCOL.md; oracle: the reference)",
+                 [] { return std::string(); }, [](const std::string& command) { return make_port_backend(command); },
+                 true});
     return v;
   }();
   return registry;

@@ -1,0 +1,452 @@
+// The port backend: a child process spoken to over fixtures/PROTOCOL.md.
+// Whatever the child does (crash, hang, exit mid-message, send garbage), the
+// harness gets a BackendError naming it, the child is killed and reaped,
+// and the next call starts a fresh one.
+#include "ctxscore/harness/port.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "ctxscore/safetensors.hpp"
+
+extern char** environ;
+
+namespace ctxscore::harness {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Bytes = std::vector<std::uint8_t>;
+
+// A reply may carry a case's whole out storage and fresh scores: far below this.
+constexpr std::uint64_t kMaxReplyBytes = std::uint64_t{1} << 34;
+
+double& timeout_flag() {
+  static double t = 0;
+  return t;
+}
+
+std::string join(const std::vector<std::int64_t>& v) {
+  std::string s;
+  for (std::size_t k = 0; k < v.size(); ++k) s += (k ? "," : "") + std::to_string(v[k]);
+  return s;
+}
+
+std::string quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// One child: its pipes, its process group, its stderr in a temporary file.
+class Child {
+ public:
+  explicit Child(const std::string& command) : command_(command) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore, nullptr);  // a dead port's pipe is an error to report, not a signal
+    char err_path[] = "/tmp/ctxscore-port-stderr-XXXXXX";
+    const int err = mkstemp(err_path);
+    if (err < 0) throw BackendError(std::string("port: cannot make a file for its stderr: ") + std::strerror(errno));
+    err_path_ = err_path;
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
+      throw BackendError(std::string("port: pipe: ") + std::strerror(errno));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err, 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    const int rc = posix_spawn(&pid_, "/bin/sh", &fa, &attr, const_cast<char* const*>(argv), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(in[0]);
+    close(out[1]);
+    close(err);
+    to_ = in[1];
+    from_ = out[0];
+    if (rc != 0) {
+      pid_ = -1;
+      throw BackendError("port: cannot start `" + command + "`: " + std::strerror(rc));
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  // Closes its stdin, gives it a moment to leave, then kills its whole
+  // process group; always reaps it.
+  ~Child() {
+    if (to_ >= 0) close(to_);
+    if (from_ >= 0) close(from_);
+    if (pid_ > 0) {
+      for (int k = 0; k < 20 && !reaped(); ++k) usleep(5000);
+      if (!reaped()) {
+        kill(-pid_, SIGKILL);
+        int status = 0;
+        waitpid(pid_, &status, 0);
+      } else {
+        kill(-pid_, SIGKILL);  // anything it left behind in its group
+      }
+    }
+    if (!err_path_.empty()) unlink(err_path_.c_str());
+  }
+
+  void send(const Bytes& message, double timeout) {
+    std::uint8_t len[8];
+    for (int b = 0; b < 8; ++b) len[b] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(message.size()) >> (8 * b));
+    const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
+    write_all(len, 8, deadline);
+    write_all(message.data(), message.size(), deadline);
+  }
+
+  Bytes receive(double timeout) {
+    const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
+    std::uint8_t len[8];
+    read_all(len, 8, deadline, "the reply's length");
+    std::uint64_t n = 0;
+    for (int b = 0; b < 8; ++b) n |= static_cast<std::uint64_t>(len[b]) << (8 * b);
+    if (n > kMaxReplyBytes)
+      throw BackendError("port: a reply of " + std::to_string(n) + " bytes announced, more than the " +
+                         std::to_string(kMaxReplyBytes) + " a reply may have (garbage on stdout?)");
+    Bytes body(static_cast<std::size_t>(n));
+    read_all(body.data(), body.size(), deadline, "a reply of " + std::to_string(n) + " bytes");
+    return body;
+  }
+
+  // How the child ended, or that it runs; and the end of what it wrote to stderr.
+  std::string state() {
+    std::string s = reaped() ? describe(status_) : "still running";
+    const std::string tail = stderr_tail();
+    if (!tail.empty()) s += "; its stderr ends: " + tail;
+    return s;
+  }
+
+ private:
+  bool reaped() {
+    if (done_) return true;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      done_ = true;
+      status_ = status;
+    }
+    return done_;
+  }
+  static std::string describe(int status) {
+    if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
+    return "stopped";
+  }
+  std::string stderr_tail() const {
+    std::ifstream f(err_path_, std::ios::binary);
+    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (all.size() > 600) all = "..." + all.substr(all.size() - 600);
+    while (!all.empty() && (all.back() == '\n' || all.back() == ' ')) all.pop_back();
+    return all;
+  }
+  static int ms_left(Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return left < 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
+  }
+  void write_all(const std::uint8_t* p, std::size_t n, Clock::time_point deadline) {
+    while (n > 0) {
+      pollfd pfd{to_, POLLOUT, 0};
+      const int r = poll(&pfd, 1, ms_left(deadline));
+      if (r == 0) throw BackendError("port: did not read its request within the timeout (hung?); " + state());
+      if (r < 0 && errno == EINTR) continue;
+      const ssize_t w = write(to_, p, n);
+      if (w < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        throw BackendError(std::string("port: closed its stdin before the request was written (") +
+                           std::strerror(errno) + "); " + state());
+      }
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+  }
+  void read_all(std::uint8_t* p, std::size_t n, Clock::time_point deadline, const std::string& what) {
+    std::size_t got = 0;
+    while (got < n) {
+      pollfd pfd{from_, POLLIN, 0};
+      const int r = poll(&pfd, 1, ms_left(deadline));
+      if (r == 0)
+        throw BackendError("port: no reply within " + std::to_string(timeout_flag() > 0 ? timeout_flag() : port_timeout_seconds()) +
+                           " s (hung?), waiting for " + what + " (" + std::to_string(got) + " of " + std::to_string(n) +
+                           " bytes came); " + state());
+      if (r < 0 && errno == EINTR) continue;
+      const ssize_t k = read(from_, p + got, n - got);
+      if (k < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        throw BackendError(std::string("port: reading its stdout: ") + std::strerror(errno) + "; " + state());
+      }
+      if (k == 0) {
+        for (int t = 0; t < 100 && !reaped(); ++t) usleep(2000);  // let it finish dying, so the status is known
+        throw BackendError("port: its stdout ended " + std::string(got == 0 && what == "the reply's length" ? "before a reply" : "mid-reply") +
+                           ", waiting for " + what + " (" + std::to_string(got) + " of " + std::to_string(n) +
+                           " bytes came); " + state());
+      }
+      got += static_cast<std::size_t>(k);
+    }
+  }
+
+  std::string command_, err_path_;
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  bool done_ = false;
+  int status_ = 0;
+};
+
+StTensor storage(StDType dtype, const void* data, std::size_t elements) {
+  StTensor t;
+  t.dtype = dtype;
+  t.shape = {static_cast<std::int64_t>(elements)};
+  t.bytes.resize(elements * st_dtype_size(dtype));
+  if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data, t.bytes.size());
+  return t;
+}
+
+std::string decimal(double v) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
+// The `score`-shaped request of a call: storages and arguments.
+SafeTensors call_message(const char* kind, const HostCase& host, OutMode mode, std::int64_t max_seq_len) {
+  const Case& c = host.spec;
+  SafeTensors st;
+  st.tensors.emplace_back("idx_q", storage(StDType::bf16, host.q.data(), host.q.size()));
+  st.tensors.emplace_back("index_cache", storage(StDType::bf16, host.cache.data(), host.cache.size()));
+  st.tensors.emplace_back("block_table", storage(StDType::i32, host.table.data(), host.table.size()));
+  st.tensors.emplace_back("seq_lens", storage(StDType::i32, c.seq_lens.data(), c.seq_lens.size()));
+  auto& m = st.metadata;
+  m["message"] = kind;
+  m["idx_q_shape"] = join({c.tokens(), c.heads, kHeadDim});
+  m["idx_q_strides"] = join({c.q_token_stride, c.q_head_stride, 1});
+  m["index_cache_shape"] = join({c.pages, kBlockTokens, kHeadDim});
+  m["block_table_shape"] = join({c.batch(), c.table_width});
+  m["block_table_strides"] = join({c.table_row_stride, 1});
+  m["max_seq_len"] = std::to_string(max_seq_len);
+  m["rank"] = std::to_string(c.rank);
+  m["world_size"] = std::to_string(c.world);
+  m["max_query_len"] = std::to_string(c.query_len);
+  m["sm_scale"] = decimal(c.sm_scale);
+  if (mode != OutMode::absent) {
+    st.tensors.emplace_back("out", storage(StDType::f32, host.out.data(), host.out.size()));
+    m["out_shape"] = join({c.heads, c.out_rows, mode == OutMode::too_small ? c.local() - 1 : c.out_slots});
+    m["out_strides"] = join({c.out_head_stride, c.out_row_stride, c.out_slot_stride});
+  }
+  if (c.geometry) {
+    m["geometry_chunk"] = std::to_string(c.geometry->chunk);
+    m["geometry_grid_y"] = std::to_string(c.geometry->grid_y);
+    m["geometry_teams"] = std::to_string(c.geometry->teams);
+    m["geometry_ring_pages"] = std::to_string(c.geometry->ring_pages);
+  }
+  return st;
+}
+
+class PortBackend : public Backend, public PortBackendApi {
+ public:
+  explicit PortBackend(std::string command) : command_(std::move(command)) { start(); }
+
+  std::string name() const override { return "port"; }
+  std::string port_name() override { return port_name_; }
+  Oracle oracle() const override { return Oracle::reference; }
+  gen::CaseLimits fuzz_limits() const override {
+    gen::CaseLimits lim = gen::gpu_case_limits();
+    lim.forced_geometry = false;  // a port launches its own geometry
+    return lim;
+  }
+  std::string replay_flags() const override { return "--port " + quoted(command_); }
+  bool supports(const std::string& what) override {
+    ensure_started();
+    return supports_.find("," + what + ",") != std::string::npos;
+  }
+
+  Scored score(HostCase& host, OutMode mode) override {
+    const SafeTensors reply = exchange(call_message("score", host, mode, host.spec.max_seq_len), "scores");
+    return scores_of(reply, host, mode);
+  }
+
+  std::unique_ptr<CapturedScore> capture(HostCase& dummy, std::int64_t captured_bound) override;
+
+  PortGeometry geometry(std::int64_t batch, std::int64_t max_seq_len, std::int64_t world, std::int64_t heads,
+                        std::int64_t query_len) override {
+    SafeTensors req;
+    req.metadata = {{"message", "geometry"}, {"batch", std::to_string(batch)}, {"max_seq_len", std::to_string(max_seq_len)},
+                    {"world_size", std::to_string(world)}, {"heads", std::to_string(heads)},
+                    {"max_query_len", std::to_string(query_len)}};
+    const SafeTensors reply = exchange(req, "geometry");
+    PortGeometry g;
+    const auto field = [&](const char* key) {
+      const auto it = reply.metadata.find(key);
+      if (it == reply.metadata.end()) fail(std::string("reply `geometry` lacks ") + key);
+      try {
+        std::size_t used = 0;
+        const std::int64_t v = std::stoll(it->second, &used);
+        if (used != it->second.size()) throw std::invalid_argument(it->second);
+        return v;
+      } catch (const std::exception&) {
+        fail(std::string("reply `geometry`: ") + key + " = \"" + it->second + "\", expected an integer");
+      }
+    };
+    g.chunk_count = field("chunk_count");
+    g.chunk = field("chunk");
+    g.grid_x = field("grid_x");
+    g.grid_y = field("grid_y");
+    return g;
+  }
+
+  // Sends one request, returns the reply of kind `want` (an `error` reply
+  // becomes a BackendError with the port's message). Any failure kills the
+  // child; the next request starts a new one.
+  SafeTensors exchange(const SafeTensors& request, const std::string& want) {
+    ensure_started();
+    std::string reported;
+    try {
+      child_->send(encode_safetensors(request), timeout());
+      const Bytes raw = child_->receive(timeout());
+      SafeTensors reply;
+      try {
+        reply = decode_safetensors(raw.data(), raw.size(), "the port's reply");
+      } catch (const FixtureError& e) {
+        fail(std::string("sent a reply that is no safetensors document: ") + e.what());
+      }
+      const auto kind = reply.metadata.find("message");
+      if (kind == reply.metadata.end()) fail("sent a reply without a \"message\" kind");
+      if (kind->second == "error") {
+        const auto why = reply.metadata.find("reason");
+        reported = why != reply.metadata.end() ? why->second : std::string("(no reason given)");
+      } else if (kind->second != want) {
+        fail("replied `" + kind->second + "` to `" + request.metadata.at("message") + "`, expected `" + want + "`");
+      } else {
+        return reply;
+      }
+    } catch (const BackendError&) {
+      if (child_) last_state_ = child_->state();
+      child_.reset();
+      throw;
+    }
+    // The port is well and said why it could not: it stays.
+    throw BackendError("port " + port_name_ + " reported an error: " + reported);
+  }
+
+  [[noreturn]] void fail(const std::string& what) {
+    throw BackendError("port " + (port_name_.empty() ? quoted(command_) : port_name_) + " " + what);
+  }
+
+  Scored scores_of(const SafeTensors& reply, const HostCase& host, OutMode mode) {
+    const Case& c = host.spec;
+    Scored s;
+    for (const auto& [name, t] : reply.tensors)
+      if (name != "out" && name != "fresh") fail("replied with an unexpected tensor `" + name + "` (expected out, fresh)");
+    const StTensor* out = reply.find("out");
+    if (mode != OutMode::absent) {
+      if (!out) fail("replied without the out storage it was given");
+      if (out->dtype != StDType::f32 || out->shape != std::vector<std::int64_t>{static_cast<std::int64_t>(host.out.size())})
+        fail(std::string("replied with out ") + st_dtype_name(out->dtype) + " [" + join(out->shape) + "], expected F32 [" +
+             std::to_string(host.out.size()) + "] (the storage it was given)");
+      s.out.resize(host.out.size());
+      std::memcpy(s.out.data(), out->bytes.data(), out->bytes.size());
+    } else if (out) {
+      fail("replied with an out storage to a call that passed none");
+    }
+    if (const StTensor* fresh = reply.find("fresh")) {
+      const std::vector<std::int64_t> want{c.heads, c.tokens(), c.local()};
+      if (fresh->dtype != StDType::f32 || fresh->shape != want)
+        fail(std::string("replied with fresh scores ") + st_dtype_name(fresh->dtype) + " [" + join(fresh->shape) +
+             "], expected F32 [" + join(want) + "] = [H, T, L]");
+      std::vector<float> v(fresh->bytes.size() / 4);
+      if (!v.empty()) std::memcpy(v.data(), fresh->bytes.data(), fresh->bytes.size());
+      s.fresh = std::move(v);
+    }
+    return s;
+  }
+
+ private:
+  double timeout() const { return port_timeout_seconds(); }
+  void ensure_started() {
+    if (!child_) start();
+  }
+  void start() {
+    child_ = std::make_unique<Child>(command_);
+    SafeTensors hello;
+    hello.metadata = {{"message", "hello"}, {"protocol", "1"}};
+    try {
+      child_->send(encode_safetensors(hello), timeout());
+      const Bytes raw = child_->receive(timeout());
+      const SafeTensors reply = decode_safetensors(raw.data(), raw.size(), "the port's hello");
+      if (reply.metadata.count("message") == 0 || reply.metadata.at("message") != "hello")
+        throw BackendError("port " + quoted(command_) + " did not answer `hello` with `hello`");
+      port_name_ = reply.metadata.count("name") ? reply.metadata.at("name") : command_;
+      supports_ = "," + (reply.metadata.count("supports") ? reply.metadata.at("supports") : std::string("score")) + ",";
+    } catch (const FixtureError& e) {
+      const std::string state = child_->state();
+      child_.reset();
+      throw BackendError("port " + quoted(command_) + " sent a hello that is no safetensors document: " + e.what() + "; " + state);
+    } catch (const BackendError& e) {
+      child_.reset();
+      throw BackendError(std::string("port ") + quoted(command_) + " did not start: " + e.what());
+    }
+  }
+
+  std::string command_, port_name_, supports_, last_state_;
+  std::unique_ptr<Child> child_;
+  friend class PortCapture;
+};
+
+class PortCapture : public CapturedScore {
+ public:
+  PortCapture(PortBackend& port, const HostCase& dummy) : port_(port), spec_(dummy.spec) {}
+  Scored replay(HostCase& real) override {
+    const SafeTensors reply = port_.exchange(call_message("replay", real, OutMode::given, spec_.max_seq_len), "scores");
+    return port_.scores_of(reply, real, OutMode::given);
+  }
+
+ private:
+  PortBackend& port_;
+  Case spec_;
+};
+
+std::unique_ptr<CapturedScore> PortBackend::capture(HostCase& dummy, std::int64_t captured_bound) {
+  if (!supports("capture")) return nullptr;
+  exchange(call_message("capture", dummy, OutMode::given, captured_bound), "captured");
+  return std::make_unique<PortCapture>(*this, dummy);
+}
+
+}  // namespace
+
+double port_timeout_seconds() {
+  if (timeout_flag() > 0) return timeout_flag();
+  if (const char* env = std::getenv("CTXSCORE_PORT_TIMEOUT"); env && *env) {
+    const double v = std::atof(env);
+    if (v > 0) return v;
+  }
+  return 60;
+}
+
+void set_port_timeout_seconds(double seconds) { timeout_flag() = seconds; }
+
+std::unique_ptr<Backend> make_port_backend(const std::string& command) { return std::make_unique<PortBackend>(command); }
+
+PortBackendApi* as_port(Backend& b) { return dynamic_cast<PortBackendApi*>(&b); }
+
+}  // namespace ctxscore::harness

@@ -1,0 +1,69 @@
+"""A port that speaks hello correctly, then misbehaves on its first score
+request in the way its argument names; the harness must give each a
+verdict naming what it did and reap the child. Writes its pid to
+$CTXSCORE_TEST_PIDFILE so a test can check that it is gone."""
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+
+from ctxscore import safetensors
+from ctxscore.port import read_frame, write_frame
+
+behaviour = sys.argv[1]
+if os.environ.get("CTXSCORE_TEST_PIDFILE"):
+    with open(os.environ["CTXSCORE_TEST_PIDFILE"], "w") as f:
+        f.write(str(os.getpid()))
+stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+
+
+def reply(tensors, meta):
+    write_frame(stdout, safetensors.encode(tensors, meta))
+
+
+while True:
+    frame = read_frame(stdin)
+    if frame is None:
+        sys.exit(0)
+    t, m = safetensors.decode(frame, "request")
+    if m["message"] == "hello":
+        if behaviour == "hang_at_hello":
+            time.sleep(3600)
+        reply({}, {"message": "hello", "name": "broken:" + behaviour, "supports": "score"})
+        continue
+    out = t.get("out")
+    good = {"out": np.array(out, np.float32)} if out is not None else {}
+    if behaviour == "crash":
+        os.abort()
+    elif behaviour == "exit":
+        sys.exit(3)
+    elif behaviour == "hang":
+        time.sleep(3600)
+    elif behaviour == "truncated":  # half a reply, then gone
+        data = safetensors.encode(good, {"message": "scores"})
+        stdout.write(struct.pack("<Q", len(data)) + data[: len(data) // 2])
+        stdout.flush()
+        sys.exit(0)
+    elif behaviour == "garbage_bytes":
+        stdout.write(struct.pack("<Q", 64) + os.urandom(64))
+        stdout.flush()
+    elif behaviour == "huge_length":
+        stdout.write(struct.pack("<Q", 1 << 40))
+        stdout.flush()
+        time.sleep(3600)
+    elif behaviour == "wrong_kind":
+        reply({}, {"message": "geometry"})
+    elif behaviour == "wrong_shape":
+        reply({"out": np.zeros(3, np.float32)}, {"message": "scores"})
+    elif behaviour == "wrong_dtype":
+        reply({"out": np.zeros(out.shape if out is not None else 1, np.int32)}, {"message": "scores"})
+    elif behaviour == "garbage_scores":  # a well-formed reply of wrong values
+        if out is not None:
+            good["out"] = np.random.default_rng(1).standard_normal(out.shape).astype(np.float32)
+        reply(good, {"message": "scores"})
+    elif behaviour == "raises":
+        reply({}, {"message": "error", "reason": "RuntimeError: the kernel refused"})
+    else:
+        raise SystemExit(f"unknown behaviour {behaviour}")

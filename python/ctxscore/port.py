@@ -1,0 +1,212 @@
+"""Serve a Python implementation to the ctxscore harness as a port
+(fixtures/PROTOCOL.md):
+
+    python3 -m ctxscore.port module:function [--geometry module:function]
+                             [--device cuda|cpu] [--tensors torch|numpy] [--name NAME]
+
+`function` has upstream's exact positional signature,
+
+    function(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank,
+             world_size, max_query_len, sm_scale, out=None)
+
+and receives torch tensors (bf16, int32, fp32) on --device, each a strided
+view into its own storage as the harness laid it out (or numpy float32 with
+--tensors numpy). With `out` it writes in place; without, or when `out` does
+not fit, it returns fresh scores. On a CUDA or ROCm device the port also
+records graphs (torch.cuda.CUDAGraph) for the harness's capture properties.
+`--geometry` names a function (batch, max_seq_len, world_size, heads,
+max_query_len) -> (chunk_count, chunk, grid_x, grid_y) for the harness to
+fuzz the port's launch geometry.
+"""
+import argparse
+import struct
+import sys
+import traceback
+
+import numpy as np
+
+from . import safetensors
+from .tensors import Buffers, to_numpy, torch_available
+
+
+def read_frame(stream):
+    head = stream.read(8)
+    if not head:
+        return None
+    if len(head) < 8:
+        raise EOFError("the harness closed the pipe mid-length")
+    (n,) = struct.unpack("<Q", head)
+    body = stream.read(n)
+    if len(body) < n:
+        raise EOFError(f"the harness closed the pipe mid-message ({len(body)} of {n} bytes)")
+    return body
+
+
+def write_frame(stream, data):
+    stream.write(struct.pack("<Q", len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def ints(text):
+    return tuple(int(x) for x in text.split(","))
+
+
+def load(spec, what):
+    import importlib
+    import os
+
+    if ":" not in spec:
+        raise SystemExit(f"{what}: \"{spec}\", expected module:function")
+    module, function = spec.split(":", 1)
+    sys.path.insert(0, os.getcwd())
+    try:
+        return getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as e:
+        raise SystemExit(f"{what}: cannot load {spec}: {e}")
+
+
+class Call:
+    """A request's buffers as views over fresh storages, and its arguments."""
+
+    def __init__(self, buffers, t, m):
+        self.m = m
+        self.q, self.q_base = buffers.view(t["idx_q"], ints(m["idx_q_shape"]), ints(m["idx_q_strides"]), "bf16")
+        cache_shape = ints(m["index_cache_shape"])
+        self.cache, self.cache_base = buffers.view(t["index_cache"], cache_shape, (16384, 128, 1), "bf16")
+        self.table, self.table_base = buffers.view(t["block_table"], ints(m["block_table_shape"]),
+                                                   ints(m["block_table_strides"]), "i32")
+        self.lens, self.lens_base = buffers.view(t["seq_lens"], t["seq_lens"].shape, (1,), "i32")
+        self.out = self.out_base = None
+        if "out" in t:
+            self.out, self.out_base = buffers.view(t["out"], ints(m["out_shape"]), ints(m["out_strides"]), "f32")
+        self.args = (int(m["max_seq_len"]), int(m["rank"]), int(m["world_size"]), int(m["max_query_len"]),
+                     float(m["sm_scale"]))
+
+    def run(self, fn, max_seq_len=None):
+        S, rank, world, ql, scale = self.args
+        return fn(self.q, self.cache, self.table, self.lens, S if max_seq_len is None else max_seq_len, rank, world, ql,
+                  scale, out=self.out)
+
+
+def shares(a, b):
+    """Whether a returned tensor lies in the storage of `b`."""
+    if a is None or b is None:
+        return False
+    if hasattr(a, "data_ptr"):
+        lo = b.data_ptr()
+        return lo <= a.data_ptr() < lo + b.numel() * b.element_size()
+    return np.shares_memory(a, b)
+
+
+class Worker:
+    def __init__(self, fn, geometry, buffers, name):
+        self.fn, self.geometry_fn, self.buffers, self.name = fn, geometry, buffers, name
+        self.captured = None
+
+    def can_capture(self):
+        return self.buffers.kind == "torch" and str(self.buffers.device).startswith("cuda")
+
+    def hello(self, t, m):
+        supports = ["score"] + (["capture"] if self.can_capture() else []) + (["geometry"] if self.geometry_fn else [])
+        return {}, {"message": "hello", "name": self.name, "supports": ",".join(supports)}
+
+    def reply_scores(self, call, got):
+        self.buffers.synchronize()
+        tensors = {}
+        if call.out_base is not None:
+            tensors["out"] = self.buffers.storage_values(call.out_base).astype(np.float32)
+        if not shares(got, call.out_base):
+            if got is None:
+                raise ValueError("the function returned None, expected the scores")
+            tensors["fresh"] = to_numpy(got)
+        return tensors, {"message": "scores"}
+
+    def score(self, t, m):
+        call = Call(self.buffers, t, m)
+        return self.reply_scores(call, call.run(self.fn))
+
+    def capture(self, t, m):
+        if not self.can_capture():
+            raise ValueError("this port records graphs only with torch tensors on a GPU (--device cuda)")
+        torch = self.buffers.torch
+        call = Call(self.buffers, t, m)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            call.run(self.fn)  # warm-up outside the graph (compiles, allocates)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            call.run(self.fn)
+        torch.cuda.synchronize()
+        self.captured = (call, graph)
+        return {}, {"message": "captured"}
+
+    def replay(self, t, m):
+        if self.captured is None:
+            raise ValueError("replay before any capture")
+        call, graph = self.captured
+        torch = self.buffers.torch
+        # The storages arrive as numpy: copied into the captured ones.
+        for name, base in (("idx_q", call.q_base), ("index_cache", call.cache_base), ("block_table", call.table_base),
+                           ("seq_lens", call.lens_base), ("out", call.out_base)):
+            if name not in t:
+                raise ValueError(f"replay without {name}")
+            values = t[name]
+            src = (torch.from_numpy(np.ascontiguousarray(values).view(np.int16).copy()).view(torch.bfloat16)
+                   if values.dtype == np.uint16 else torch.from_numpy(np.array(values, copy=True)))
+            if src.numel() != base.numel():
+                raise ValueError(f"replay's {name} storage has {src.numel()} elements, the captured one {base.numel()}")
+            base.copy_(src.to(base.device))
+        graph.replay()
+        return self.reply_scores(call, call.out)
+
+    def geometry(self, t, m):
+        if not self.geometry_fn:
+            raise ValueError("this port was started without --geometry")
+        g = self.geometry_fn(int(m["batch"]), int(m["max_seq_len"]), int(m["world_size"]), int(m["heads"]),
+                             int(m["max_query_len"]))
+        chunk_count, chunk, grid_x, grid_y = (int(x) for x in g)
+        return {}, {"message": "geometry", "chunk_count": chunk_count, "chunk": chunk, "grid_x": grid_x, "grid_y": grid_y}
+
+    def serve(self, stdin, stdout):
+        handlers = {"hello": self.hello, "score": self.score, "capture": self.capture, "replay": self.replay,
+                    "geometry": self.geometry}
+        while True:
+            frame = read_frame(stdin)
+            if frame is None:
+                return 0
+            t, m = safetensors.decode(frame, "the harness's request")
+            kind = m.get("message")
+            if kind == "bye":
+                write_frame(stdout, safetensors.encode({}, {"message": "bye"}))
+                return 0
+            try:
+                if kind not in handlers:
+                    raise ValueError(f"unknown request {kind!r}")
+                tensors, meta = handlers[kind](t, m)
+            except Exception as e:  # the implementation raised: the harness judges it, the port lives on
+                tail = traceback.format_exc().strip().splitlines()[-3:]
+                tensors, meta = {}, {"message": "error", "reason": f"{type(e).__name__}: {e} ({' / '.join(tail)})"}
+            write_frame(stdout, safetensors.encode(tensors, meta))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m ctxscore.port", description=__doc__.split("\n\n")[0])
+    ap.add_argument("function", help="module:function with upstream's signature")
+    ap.add_argument("--geometry", help="module:function giving the launch geometry the port uses")
+    ap.add_argument("--tensors", choices=("numpy", "torch"), help="what the function receives (default: torch if importable)")
+    ap.add_argument("--device", default="cpu", help="torch device: cpu or cuda (ROCm builds of torch call it cuda too)")
+    ap.add_argument("--name", help="the name the harness reports (default: the function)")
+    args = ap.parse_args(argv)
+    fn = load(args.function, "function")
+    geometry = load(args.geometry, "--geometry") if args.geometry else None
+    buffers = Buffers(args.tensors or ("torch" if torch_available() else "numpy"), args.device)
+    protocol_out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # whatever the function prints must not reach the protocol
+    return Worker(fn, geometry, buffers, args.name or args.function).serve(sys.stdin.buffer, protocol_out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

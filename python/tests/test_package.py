@@ -1,0 +1,82 @@
+"""The Python package against the C++ harness's own outputs: the reader takes
+every corpus fixture, the selection reproduces the stored C++ selection
+exactly, the checker passes a correct port and fails a planted bug, and the
+pytest gate fails with the shrunk case."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ctxscore import fixture as fx
+from ctxscore import selection
+from ctxscore.check import main as check_main
+from ctxscore.pytest_plugin import gate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "fixtures", "corpus")
+
+
+def corpus():
+    return fx.files_under([CORPUS])
+
+
+@pytest.mark.parametrize("path", corpus(), ids=os.path.basename)
+def test_python_selection_is_the_stored_cpp_selection(path):
+    f = fx.read(path)
+    assert f.has_selection
+    dense = np.where(np.broadcast_to(f.t["written"].astype(bool), f.t["expected"].shape), f.t["expected"], np.nan)
+    p = f.selection_params()
+    for tie, stored in ((selection.HIGHER, "selection_higher"), (selection.LOWER, "selection_lower")):
+        mine = selection.local_selection(dense.astype(np.float32), f.t["seq_lens"], f.QL, f.rank, f.world, f.G, p, tie)
+        np.testing.assert_array_equal(mine, f.t[stored])
+
+
+def test_reader_names_a_malformed_fixture(tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(open(corpus()[0], "rb").read()[:100])
+    with pytest.raises(fx.FixtureError, match="bad.safetensors"):
+        fx.read(str(bad))
+
+
+def test_checker_tells_a_malformed_fixture_from_a_failing_port(tmp_path, capsys):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x08" + b"\x00" * 7 + b"{}")
+    assert check_main([str(bad), "--impl", "ctxscore.ports.numpy_port:scores", "--tensors", "numpy"]) == 1
+    assert "BAD" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("tensors", ["numpy", "torch"])
+def test_checker_passes_the_numpy_and_torch_ports(tensors):
+    pytest.importorskip("torch") if tensors == "torch" else None
+    impl = "ctxscore.ports.numpy_port:scores" if tensors == "numpy" else "ctxscore.ports.torch_port:scores"
+    assert check_main([CORPUS, "--impl", impl, "--tensors", tensors]) == 0
+
+
+def test_checker_fails_a_planted_bug():
+    assert check_main([CORPUS, "--impl", "ctxscore.ports.numpy_port:cutoff_slack_one", "--tensors", "numpy"]) == 1
+
+
+@pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")
+def test_gate_passes_a_correct_port_and_fails_a_planted_bug_with_its_shrunk_case():
+    gate("ctxscore.ports.numpy_port:scores", tensors="numpy", cases=20, case_size="small", corpus=CORPUS)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        gate("ctxscore.ports.numpy_port:cutoff_slack_one", tensors="numpy", cases=20, case_size="small", corpus=CORPUS)
+    text = str(failed.value)
+    assert "case: Case{" in text and "replay: ctxscore fixtures check" in text
+
+
+def test_port_runs_as_a_module_and_answers_hello():
+    from ctxscore import safetensors
+    from ctxscore.port import read_frame, write_frame
+
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    p = subprocess.Popen([sys.executable, "-m", "ctxscore.port", "ctxscore.ports.numpy_port:scores", "--tensors", "numpy"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    write_frame(p.stdin, safetensors.encode({}, {"message": "hello", "protocol": "1"}))
+    _, meta = safetensors.decode(read_frame(p.stdout), "reply")
+    assert meta["message"] == "hello" and meta["supports"] == "score"
+    write_frame(p.stdin, safetensors.encode({}, {"message": "bye"}))
+    assert safetensors.decode(read_frame(p.stdout), "reply")[1]["message"] == "bye"
+    assert p.wait(timeout=10) == 0
