@@ -1,0 +1,357 @@
+// ctxscore-native-port LIBRARY [--name NAME]: serves a shared library that
+// exports native_port.h's functions to the harness as a port
+// (fixtures/PROTOCOL.md) over stdin and stdout. Libraries whose tensors live
+// in GPU memory get device buffers from this worker (a build with a GPU
+// runtime), and can be captured into a graph and replayed.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ctxscore/safetensors.hpp"
+#include "native_port.h"
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+#include "platform.hpp"
+#endif
+
+namespace {
+
+using ctxscore::SafeTensors;
+using ctxscore::StDType;
+using ctxscore::StTensor;
+using Bytes = std::vector<std::uint8_t>;
+
+struct Library {
+  const char* (*name)();
+  int (*memory)();
+  int (*score)(ctxscore_call*, char*, size_t);
+  void (*release)(ctxscore_call*);
+};
+
+Library open_library(const std::string& path) {
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) throw std::runtime_error(std::string("cannot load ") + path + ": " + dlerror());
+  const auto sym = [&](const char* s) {
+    void* f = dlsym(h, s);
+    if (!f) throw std::runtime_error(path + " does not export " + s + " (tools/native_port.h)");
+    return f;
+  };
+  Library l;
+  l.name = reinterpret_cast<const char* (*)()>(sym("ctxscore_port_name"));
+  l.memory = reinterpret_cast<int (*)()>(sym("ctxscore_port_memory"));
+  l.score = reinterpret_cast<int (*)(ctxscore_call*, char*, size_t)>(sym("ctxscore_port_score"));
+  l.release = reinterpret_cast<void (*)(ctxscore_call*)>(sym("ctxscore_port_release"));
+  return l;
+}
+
+bool read_exact(void* p, std::size_t n) {
+  auto* c = static_cast<char*>(p);
+  while (n > 0) {
+    const ssize_t k = read(0, c, n);
+    if (k <= 0) return false;
+    c += k;
+    n -= static_cast<std::size_t>(k);
+  }
+  return true;
+}
+
+void write_exact(const void* p, std::size_t n) {
+  const auto* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t k = write(1, c, n);
+    if (k <= 0) throw std::runtime_error("the harness closed stdout");
+    c += k;
+    n -= static_cast<std::size_t>(k);
+  }
+}
+
+void send(const SafeTensors& st) {
+  const Bytes b = ctxscore::encode_safetensors(st);
+  std::uint8_t len[8];
+  for (int k = 0; k < 8; ++k) len[k] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(b.size()) >> (8 * k));
+  write_exact(len, 8);
+  write_exact(b.data(), b.size());
+}
+
+std::vector<std::int64_t> ints(const SafeTensors& m, const std::string& key) {
+  const auto it = m.metadata.find(key);
+  if (it == m.metadata.end()) throw std::invalid_argument("request lacks " + key);
+  std::vector<std::int64_t> v;
+  std::size_t at = 0;
+  while (at <= it->second.size()) {
+    const std::size_t comma = it->second.find(',', at);
+    v.push_back(std::stoll(it->second.substr(at, comma - at)));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return v;
+}
+
+std::int64_t integer(const SafeTensors& m, const std::string& key) { return ints(m, key).at(0); }
+
+const StTensor& tensor(const SafeTensors& m, const std::string& name) {
+  const StTensor* t = m.find(name);
+  if (!t) throw std::invalid_argument("request lacks tensor " + name);
+  return *t;
+}
+
+// A storage in the library's memory kind.
+class Storage {
+ public:
+  Storage(const StTensor& t, bool gpu) : gpu_(gpu), bytes_(t.bytes.size()) {
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+    if (gpu_) {
+      ctxscore::check_hip(hipMalloc(&ptr_, bytes_ ? bytes_ : 1), "hipMalloc");
+      fill(t);
+      return;
+    }
+#endif
+    host_ = t.bytes;
+    if (host_.empty()) host_.resize(4);
+    ptr_ = host_.data();
+  }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage() {
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+    if (gpu_ && ptr_) (void)hipFree(ptr_);
+#endif
+  }
+  void fill(const StTensor& t) {
+    if (t.bytes.size() != bytes_)
+      throw std::invalid_argument("a storage of " + std::to_string(t.bytes.size()) + " bytes, the captured one has " +
+                                  std::to_string(bytes_));
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+    if (gpu_) {
+      ctxscore::check_hip(hipMemcpy(ptr_, t.bytes.data(), bytes_, hipMemcpyHostToDevice), "hipMemcpy(to device)");
+      return;
+    }
+#endif
+    std::memcpy(ptr_, t.bytes.data(), bytes_);
+  }
+  Bytes values() const {
+    Bytes b(bytes_);
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+    if (gpu_) {
+      ctxscore::check_hip(hipMemcpy(b.data(), ptr_, bytes_, hipMemcpyDeviceToHost), "hipMemcpy(to host)");
+      return b;
+    }
+#endif
+    if (bytes_) std::memcpy(b.data(), ptr_, bytes_);
+    return b;
+  }
+  void* get() const { return ptr_; }
+
+ private:
+  bool gpu_;
+  std::size_t bytes_;
+  void* ptr_ = nullptr;
+  Bytes host_;
+};
+
+ctxscore_tensor view(void* data, const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides) {
+  ctxscore_tensor t{};
+  t.data = data;
+  t.ndim = static_cast<int>(shape.size());
+  for (std::size_t d = 0; d < shape.size() && d < 3; ++d) {
+    t.shape[d] = shape[d];
+    t.strides[d] = strides.at(d);
+  }
+  return t;
+}
+
+std::vector<std::int64_t> dense_strides(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> s(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+// One call's buffers and arguments, in the library's memory.
+struct Call {
+  std::unique_ptr<Storage> q, cache, table, lens, out;
+  ctxscore_call c{};
+  Call(const SafeTensors& m, bool gpu, void* stream) {
+    q = std::make_unique<Storage>(tensor(m, "idx_q"), gpu);
+    cache = std::make_unique<Storage>(tensor(m, "index_cache"), gpu);
+    table = std::make_unique<Storage>(tensor(m, "block_table"), gpu);
+    lens = std::make_unique<Storage>(tensor(m, "seq_lens"), gpu);
+    c.idx_q = view(q->get(), ints(m, "idx_q_shape"), ints(m, "idx_q_strides"));
+    const std::vector<std::int64_t> cache_shape = ints(m, "index_cache_shape");
+    c.index_cache = view(cache->get(), cache_shape, dense_strides(cache_shape));
+    c.block_table = view(table->get(), ints(m, "block_table_shape"), ints(m, "block_table_strides"));
+    c.seq_lens = view(lens->get(), {tensor(m, "seq_lens").elements()}, {1});
+    c.max_seq_len = integer(m, "max_seq_len");
+    c.rank = integer(m, "rank");
+    c.world_size = integer(m, "world_size");
+    c.max_query_len = integer(m, "max_query_len");
+    c.sm_scale = std::stod(m.metadata.at("sm_scale"));
+    c.stream = stream;
+    if (m.find("out")) {
+      out = std::make_unique<Storage>(tensor(m, "out"), gpu);
+      c.has_out = 1;
+      c.out = view(out->get(), ints(m, "out_shape"), ints(m, "out_strides"));
+    }
+  }
+  void refill(const SafeTensors& m) {
+    q->fill(tensor(m, "idx_q"));
+    cache->fill(tensor(m, "index_cache"));
+    table->fill(tensor(m, "block_table"));
+    lens->fill(tensor(m, "seq_lens"));
+    out->fill(tensor(m, "out"));
+  }
+};
+
+StTensor f32(const Bytes& b, std::vector<std::int64_t> shape) {
+  StTensor t;
+  t.dtype = StDType::f32;
+  t.shape = std::move(shape);
+  t.bytes = b;
+  return t;
+}
+
+class Worker {
+ public:
+  Worker(Library lib, std::string name) : lib_(lib), name_(std::move(name)), gpu_(lib.memory() == 1) {
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+    if (gpu_) ctxscore::check_hip(hipStreamCreate(&stream_), "hipStreamCreate");
+    c_stream_ = stream_;
+#else
+    if (gpu_) throw std::runtime_error("the library's tensors live in GPU memory, and this worker was built without a GPU runtime");
+#endif
+  }
+
+  SafeTensors handle(const SafeTensors& m) {
+    const std::string kind = m.metadata.count("message") ? m.metadata.at("message") : "";
+    SafeTensors r;
+    if (kind == "hello") {
+      r.metadata = {{"message", "hello"}, {"name", name_}, {"supports", gpu_ ? "score,capture" : "score"}};
+    } else if (kind == "score") {
+      Call call(m, gpu_, c_stream_);
+      run(call.c);
+      r = scores(call);
+    } else if (kind == "capture") {
+      capture(m);
+      r.metadata = {{"message", "captured"}};
+    } else if (kind == "replay") {
+      r = replay(m);
+    } else {
+      throw std::invalid_argument("unknown request \"" + kind + "\"");
+    }
+    return r;
+  }
+
+ private:
+  void run(ctxscore_call& c) {
+    char error[1024] = "";
+    if (lib_.score(&c, error, sizeof error) != 0) throw std::runtime_error(error[0] ? error : "the library failed");
+  }
+  SafeTensors scores(Call& call) {
+    SafeTensors r;
+    r.metadata = {{"message", "scores"}};
+    if (call.out) {
+      const Bytes out = call.out->values();
+      r.tensors.emplace_back("out", f32(out, {static_cast<std::int64_t>(out.size() / 4)}));
+    }
+    if (call.c.fresh) {
+      const std::int64_t n = call.c.fresh_shape[0] * call.c.fresh_shape[1] * call.c.fresh_shape[2];
+      Bytes b(static_cast<std::size_t>(n) * 4);
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+      if (gpu_) {
+        if (n) ctxscore::check_hip(hipMemcpy(b.data(), call.c.fresh, b.size(), hipMemcpyDeviceToHost), "hipMemcpy(fresh)");
+      } else
+#endif
+        if (n) std::memcpy(b.data(), call.c.fresh, b.size());
+      lib_.release(&call.c);
+      r.tensors.emplace_back("fresh", f32(b, {call.c.fresh_shape[0], call.c.fresh_shape[1], call.c.fresh_shape[2]}));
+    }
+    return r;
+  }
+  void capture(const SafeTensors& m) {
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+    if (!gpu_) throw std::invalid_argument("capture needs a library whose tensors live in GPU memory");
+    captured_ = std::make_unique<Call>(m, gpu_, c_stream_);
+    if (exec_) (void)hipGraphExecDestroy(exec_);
+    exec_ = nullptr;
+    hipGraph_t graph = nullptr;
+    ctxscore::check_hip(hipStreamBeginCapture(stream_, hipStreamCaptureModeThreadLocal), "hipStreamBeginCapture");
+    try {
+      run(captured_->c);
+    } catch (...) {
+      (void)hipStreamEndCapture(stream_, &graph);
+      if (graph) (void)hipGraphDestroy(graph);
+      throw;
+    }
+    ctxscore::check_hip(hipStreamEndCapture(stream_, &graph), "hipStreamEndCapture");
+    ctxscore::check_hip(hipGraphInstantiateWithFlags(&exec_, graph, 0), "hipGraphInstantiateWithFlags");
+    (void)hipGraphDestroy(graph);
+#else
+    (void)m;
+    throw std::invalid_argument("capture needs a worker built with a GPU runtime");
+#endif
+  }
+  SafeTensors replay(const SafeTensors& m) {
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+    if (!captured_) throw std::invalid_argument("replay before any capture");
+    captured_->refill(m);
+    ctxscore::check_hip(hipGraphLaunch(exec_, stream_), "hipGraphLaunch");
+    ctxscore::check_hip(hipStreamSynchronize(stream_), "replay");
+    return scores(*captured_);
+#else
+    (void)m;
+    throw std::invalid_argument("replay needs a worker built with a GPU runtime");
+#endif
+  }
+
+  Library lib_;
+  std::string name_;
+  bool gpu_;
+  void* c_stream_ = nullptr;  // what the library is given
+  std::unique_ptr<Call> captured_;
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+  hipStream_t stream_ = nullptr;
+  hipGraphExec_t exec_ = nullptr;
+#endif
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argc == 3 || argc > 4 || (argc == 4 && std::strcmp(argv[2], "--name") != 0)) {
+    std::fprintf(stderr, "usage: %s LIBRARY [--name NAME]\n", argv[0]);
+    return 2;
+  }
+  try {
+    const Library lib = open_library(argv[1]);
+    Worker worker(lib, argc == 4 ? argv[3] : lib.name());
+    for (;;) {
+      std::uint8_t len[8];
+      if (!read_exact(len, 8)) return 0;  // the harness is done
+      std::uint64_t n = 0;
+      for (int k = 0; k < 8; ++k) n |= static_cast<std::uint64_t>(len[k]) << (8 * k);
+      Bytes body(static_cast<std::size_t>(n));
+      if (!read_exact(body.data(), body.size())) throw std::runtime_error("the harness closed stdin mid-message");
+      const SafeTensors request = ctxscore::decode_safetensors(body.data(), body.size(), "the harness's request");
+      if (request.metadata.count("message") && request.metadata.at("message") == "bye") {
+        SafeTensors bye;
+        bye.metadata = {{"message", "bye"}};
+        send(bye);
+        return 0;
+      }
+      try {
+        send(worker.handle(request));
+      } catch (const std::exception& e) {  // the library (or the request) failed: the harness judges it
+        SafeTensors err;
+        err.metadata = {{"message", "error"}, {"reason", e.what()}};
+        send(err);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ctxscore-native-port: %s\n", e.what());
+    return 2;
+  }
+}
