@@ -85,6 +85,11 @@ inline KernelShape choose_kernel_shape(std::int64_t programs, std::int64_t chunk
 CTXSCORE_HD inline std::int64_t slot_block(const ScoreParams& p, std::int64_t slot) {
   return block_of_slot(slot, p.rank, p.world);
 }
+// AMD's register page stream: while slot j is scored, the slot whose page
+// loads next; the last iteration reloads its own page instead of branching.
+CTXSCORE_HD constexpr std::int64_t register_stream_next(std::int64_t j, std::int64_t last) {
+  return j + 1 < last ? j + 1 : j;
+}
 // Element offset of the (clamped) page a slot of `request` reads: 64-bit.
 CTXSCORE_HD inline std::int64_t slot_page(const ScoreParams& p, std::int64_t request, std::int64_t slot) {
   return clamp_page(p.table[request * p.table_stride + slot_block(p, slot)], p.pages);

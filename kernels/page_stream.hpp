@@ -53,12 +53,6 @@ __device__ inline const std::uint16_t* slot_page_data(const ScoreParams& p, std:
   return p.cache + page_offset(slot_page(p, request, slot));
 }
 
-// The position row and 16-byte chunk range of n-tile t that this lane feeds
-// to the matrix unit: row `pos`, chunks 4·lane_chunk .. 4·lane_chunk + 3.
-__device__ inline int fragment_position(int wave, int t, int lane) {
-  return tile_first_position(wave, t) + lane_position(lane);
-}
-
 #if defined(CTXSCORE_PLATFORM_CUDA)
 
 inline constexpr int kPageChunks = 2048;  // 16-byte chunks per 32 KiB page
@@ -74,11 +68,6 @@ CTXSCORE_HD constexpr int teams_per_sm(int ring_pages) { return ring_pages == 1 
 // A program's teams share one SM, so a program holds at most four one-page
 // rings or two two-page ones (teams × ring pages ≤ kMaxTeams).
 inline constexpr int kMaxTeams = 4;
-
-// Chunk k of position row `pos` lives at k ^ swizzle: the eight lanes of a
-// 16-byte shared load (two rows, chunks c, c+4, c+8, c+12) then hit eight
-// distinct bank groups.
-__device__ inline int swizzled(int pos, int k) { return pos * 16 + (k ^ ((2 * (pos & 1) + (k >> 3)) & 3)); }
 
 // Shared-memory addresses are 32-bit byte offsets here: half the registers
 // of generic pointers, and every ring access is a shared one by construction.
@@ -127,7 +116,7 @@ class PageStream {
     // n-tiles lie kTilePositions rows apart, an even count, so a lane's
     // chunk v has one swizzle across tiles.
     const unsigned at = ring_ + stage(j) * kPageBytes +
-                        16u * swizzled(fragment_position(wave, 0, lane), 4 * lane_chunk(lane) + v);
+                        16u * ring_chunk(fragment_position(wave, 0, lane), b_chunk(lane, 2 * v));
     return load_shared_16(at + t * kTilePositions * kRowBytes);
   }
 
@@ -162,7 +151,7 @@ class PageStream {
       // Consecutive threads copy consecutive chunks; each pass moves
       // kThreads / 16 whole rows, an even count, so the thread's rows share
       // one swizzle.
-      const unsigned dst = ring_ + stage(j) * kPageBytes + 16u * swizzled(tid >> 4, tid & 15);
+      const unsigned dst = ring_ + stage(j) * kPageBytes + 16u * ring_chunk(tid >> 4, tid & 15);
 #pragma unroll
       for (int i = 0; i < kPageChunks / kThreads; ++i) copy_async_16(dst + i * kThreads * 16u, src + i * kThreads);
     }
@@ -202,8 +191,7 @@ class PageStream {
 #pragma unroll
       for (int v = 0; v < 4; ++v) cur_[t][v] = next_[t][v];
     __syncthreads();  // slot j − 1's partial maxima are in shared memory
-    // The last iteration reloads its own page instead of branching.
-    load(next_, j + 1 < last_ ? j + 1 : j);
+    load(next_, register_stream_next(j, last_));
   }
 
   __device__ uint4 fragment(std::int64_t, int, int, int t, int v) const { return cur_[t][v]; }
@@ -216,7 +204,8 @@ class PageStream {
     const int lane = static_cast<int>(threadIdx.x) % kWave, wave = static_cast<int>(threadIdx.x) / kWave;
 #pragma unroll
     for (int t = 0; t < kTilesPerWave; ++t) {
-      const uint4* src = reinterpret_cast<const uint4*>(page + fragment_position(wave, t, lane) * 128) + 4 * lane_chunk(lane);
+      // The lane's chunks b_chunk(lane, 2v) = b_chunk(lane, 0) + v of its position row, v = 0..3.
+      const uint4* src = reinterpret_cast<const uint4*>(page + page_chunk_offset(fragment_position(wave, t, lane), b_chunk(lane, 0)));
 #pragma unroll
       for (int v = 0; v < 4; ++v) dst[t][v] = src[v];
     }

@@ -205,6 +205,15 @@ Verdict shrink(Backend& b, rc::Shrinkable<Case> failing, OutMode mode, Verdict v
 // suite's; "": the backend's own.
 gen::CaseLimits fuzz_limits(Backend& b, const std::string& size) {
   if (size == "small") return gen::CaseLimits{};
+  if (size == "m3") {  // M3's shapes: H 4, world 4, decode or speculative decode, the GPU suite's sizes
+    gen::CaseLimits lim = gen::gpu_case_limits();
+    lim.min_heads = lim.max_heads = 4;
+    lim.min_world = lim.max_world = 4;
+    lim.min_query_len = 1;
+    lim.max_query_len = 4;
+    lim.forced_geometry = false;
+    return lim;
+  }
   if (size == "large") {
     gen::CaseLimits lim = gen::gpu_case_limits();
     lim.forced_geometry = b.fuzz_limits().forced_geometry;
@@ -398,8 +407,8 @@ int main(int argc, char** argv) {
   fuzz_cmd->add_option("--cases", cases, "how many cases")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   fuzz_cmd->add_option("--seed", seed, "case k uses seed + k")->capture_default_str();
   fuzz_cmd->add_option("--failures", failures, "where failing cases are written (default $CTXSCORE_FAILURE_DIR, else ctxscore-failures)");
-  fuzz_cmd->add_option("--case-size", case_size, "small (the CPU suite's sizes, for slow ports) or large (the GPU suite's); default: the backend's")
-      ->check(CLI::IsMember({"small", "large"}));
+  fuzz_cmd->add_option("--case-size", case_size, "small (the CPU suite's sizes, for slow ports), large (the GPU suite's) or m3 (M3's shapes at the GPU suite's sizes); default: the backend's")
+      ->check(CLI::IsMember({"small", "large", "m3"}));
 
   VerifyPlan plan;
   plan.corpus = default_corpus();
@@ -408,7 +417,7 @@ int main(int argc, char** argv) {
   verify_cmd->add_option("--reference-cases", plan.reference_cases, "fuzz cases for the reference")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_option("--hip-cases", plan.hip_cases, "fuzz cases for the kernel")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_option("--port", plan.port, "also verify a port (its command line)");
-  verify_cmd->add_option("--case-size", plan.case_size, "small or large (as for fuzz)")->check(CLI::IsMember({"small", "large"}));
+  verify_cmd->add_option("--case-size", plan.case_size, "small, large or m3 (as for fuzz)")->check(CLI::IsMember({"small", "large", "m3"}));
   verify_cmd->add_option("--port-cases", plan.port_cases, "fuzz cases for the port")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_option("--seed", plan.seed, "fuzz seed")->capture_default_str();
   verify_cmd->add_option("--failures", failures, "where failing cases are written");

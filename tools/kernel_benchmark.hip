@@ -274,6 +274,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (const std::string why = harness::gpu_absence_reason(); !why.empty()) {
+    std::fprintf(stderr, "ctxscore_kernel_benchmark: %s\n", why.c_str());
+    return 1;
+  }
   try {
     hipStream_t s;
     check_hip(hipStreamCreate(&s), "stream");

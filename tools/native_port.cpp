@@ -218,7 +218,14 @@ class Worker {
  public:
   Worker(Library lib, std::string name) : lib_(lib), name_(std::move(name)), gpu_(lib.memory() == 1) {
 #if defined(CTXSCORE_NATIVE_PORT_GPU)
-    if (gpu_) ctxscore::check_hip(hipStreamCreate(&stream_), "hipStreamCreate");
+    if (gpu_) {
+      int devices = 0;
+      const hipError_t e = hipGetDeviceCount(&devices);
+      if (e != hipSuccess || devices == 0)
+        throw std::runtime_error(std::string("no GPU for a library whose tensors live in GPU memory: ") +
+                                 (e != hipSuccess ? hipGetErrorString(e) : "0 devices"));
+      ctxscore::check_hip(hipStreamCreate(&stream_), "hipStreamCreate");
+    }
     c_stream_ = stream_;
 #else
     if (gpu_) throw std::runtime_error("the library's tensors live in GPU memory, and this worker was built without a GPU runtime");
