@@ -177,7 +177,7 @@ std::vector<OutMode> modes_named(const std::string& name) {
 }
 
 // Case k of a run: the backend's generator at seed + k, and its out mode
-// (drawn from the seed for "mixed": half given, a quarter each absent and too small).
+// (drawn from the seed for "mixed": half absent, a quarter each given and too small).
 // A failing case made small: RapidCheck's shrinks of the generated case,
 // the first that still fails taken each round, until none does (at most
 // `rounds` rounds). Returns the smallest failing verdict.
@@ -223,7 +223,7 @@ gen::CaseLimits fuzz_limits(Backend& b, const std::string& size) {
 }
 
 Suite fuzz(Backend& b, std::int64_t cases, std::uint64_t seed, const std::string& out_mode, const std::string& size,
-           bool print, int shrink_rounds = 50) {
+           bool print, std::int64_t max_failures = 0, int shrink_rounds = 50) {
   Suite s;
   s.name = "fuzz";
   s.backend = b.name();
@@ -247,6 +247,7 @@ Suite fuzz(Backend& b, std::int64_t cases, std::uint64_t seed, const std::string
                                                                                                         harness::out_mode_name(o.out)));
     }
     s.add("seed " + std::to_string(case_seed), v, v.fixture);
+    const bool stop = max_failures > 0 && s.stats.failures >= max_failures;
     if (!v.ok() && print)
       std::fprintf(stderr, "%sFAIL case %lld, seed %llu (replay: ctxscore fuzz %s --cases 1 --seed %llu --out-mode %s%s)\n  shrunk: %s\n  %s\n  fixture: %s\n",
                    tty ? "\r" : "", static_cast<long long>(k), static_cast<unsigned long long>(case_seed),
@@ -257,6 +258,7 @@ Suite fuzz(Backend& b, std::int64_t cases, std::uint64_t seed, const std::string
       std::fprintf(stderr, "\r[%lld/%lld] %s vs %s: %lld failures, worst ratio %.3g", static_cast<long long>(k + 1),
                    static_cast<long long>(cases), b.name().c_str(), harness::oracle_name(b.oracle()),
                    static_cast<long long>(s.stats.failures), s.stats.worst_ratio);
+    if (stop) break;
   }
   if (tty) std::fprintf(stderr, "\n");
   s.seconds = since(t0);
@@ -399,13 +401,15 @@ int main(int argc, char** argv) {
   check_cmd->add_option("PATH", paths, "fixture files or directories (default: the committed corpus)");
   add_backend(check_cmd, "given");
 
-  std::int64_t cases = 100;
+  std::int64_t cases = 100, max_failures = 0;
   std::string case_size;
   double port_timeout = 0;
   auto* fuzz_cmd = app.add_subcommand("fuzz", "Random cases against the backend's oracle; failing cases become fixtures");
   add_backend(fuzz_cmd, "mixed");
   fuzz_cmd->add_option("--cases", cases, "how many cases")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   fuzz_cmd->add_option("--seed", seed, "case k uses seed + k")->capture_default_str();
+  fuzz_cmd->add_option("--max-failures", max_failures, "stop after this many failing cases (0: run them all)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   fuzz_cmd->add_option("--failures", failures, "where failing cases are written (default $CTXSCORE_FAILURE_DIR, else ctxscore-failures)");
   fuzz_cmd->add_option("--case-size", case_size, "small (the CPU suite's sizes, for slow ports), large (the GPU suite's) or m3 (M3's shapes at the GPU suite's sizes); default: the backend's")
       ->check(CLI::IsMember({"small", "large", "m3"}));
@@ -446,7 +450,7 @@ int main(int argc, char** argv) {
     } else if (*fuzz_cmd) {
       const auto b = harness::make_backend(backend, port);
       if (out_mode != "mixed") harness::out_mode_named(out_mode);
-      report.suites.push_back(fuzz(*b, cases, seed, out_mode, case_size, !as_json));
+      report.suites.push_back(fuzz(*b, cases, seed, out_mode, case_size, !as_json, max_failures));
       if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry"))
         report.suites.push_back(fuzz_port_geometry(*b, std::max<std::int64_t>(cases, 1000), seed));
     } else if (*verify_cmd) {

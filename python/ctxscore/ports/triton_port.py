@@ -22,7 +22,11 @@ TARGET_GRID, MIN_BLOCKS = 1 << 14, 3
 NONE, QUERY_TOKEN_STRIDE, CUTOFF_INCLUSIVE, PAST_SCAN, FRESH_LAYOUT, CHUNK_ROUNDED_DOWN, GEOMETRY_CACHED = range(7)
 
 
-@triton.jit
+# Integer arguments are not specialized on their values: one compiled kernel
+# per (CHUNK, N), not one per case.
+@triton.jit(do_not_specialize=["q_token_stride", "q_head_stride", "table_stride", "out_head_stride", "out_row_stride",
+                               "out_slot_stride", "local_slots", "global_blocks", "num_pages", "heads", "query_len",
+                               "rank", "world"])
 def _context_score(q_ptr, cache_ptr, table_ptr, lens_ptr, out_ptr, q_token_stride, q_head_stride, table_stride,
                    out_head_stride, out_row_stride, out_slot_stride, local_slots, global_blocks, num_pages, heads,
                    query_len, rank, world, scale, CHUNK: tl.constexpr, N: tl.constexpr, BUG: tl.constexpr):
