@@ -86,25 +86,30 @@ void expect_tile_product(const Tiles& t, int live, const std::vector<double>& go
 // low half first; B register r holds rows 2c, 2c + 1 (r = 0) or 2c + 8,
 // 2c + 9 (r = 1) of column g; D element e is row g (e < 2) or g + 8, column
 // 2c + e % 2. D += A·B, exactly (fp64).
-void nvidia_mma_model(const std::uint32_t a[32][4], const std::uint32_t b[32][2], double d[32][4]) {
+// Registers and accumulators of a wave, lane-major: a[lane * 4 + r],
+// b[lane * 2 + r], d[lane * 4 + e].
+using Regs = std::vector<std::uint32_t>;
+using Accs = std::vector<double>;
+
+void nvidia_mma_model(const Regs& a, const Regs& b, Accs& d) {
   double A[16][16] = {}, B[16][8] = {};
   for (int lane = 0; lane < 32; ++lane) {
     const int g = lane / 4, c = lane % 4;
     for (int r = 0; r < 4; ++r) {
       const int row = g + ((r & 1) ? 8 : 0), col = 2 * c + ((r & 2) ? 8 : 0);
-      A[row][col] = low_half(a[lane][r]);
-      A[row][col + 1] = high_half(a[lane][r]);
+      A[row][col] = low_half(a[static_cast<std::size_t>(lane * 4 + r)]);
+      A[row][col + 1] = high_half(a[static_cast<std::size_t>(lane * 4 + r)]);
     }
     for (int r = 0; r < 2; ++r) {
       const int k = 2 * c + (r ? 8 : 0);
-      B[k][g] = low_half(b[lane][r]);
-      B[k + 1][g] = high_half(b[lane][r]);
+      B[k][g] = low_half(b[static_cast<std::size_t>(lane * 2 + r)]);
+      B[k + 1][g] = high_half(b[static_cast<std::size_t>(lane * 2 + r)]);
     }
   }
   for (int lane = 0; lane < 32; ++lane)
     for (int e = 0; e < 4; ++e) {
       const int row = lane / 4 + (e >= 2 ? 8 : 0), col = 2 * (lane % 4) + e % 2;
-      for (int k = 0; k < 16; ++k) d[lane][e] += A[row][k] * B[k][col];
+      for (int k = 0; k < 16; ++k) d[static_cast<std::size_t>(lane * 4 + e)] += A[row][k] * B[k][col];
     }
 }
 
@@ -112,90 +117,96 @@ void nvidia_mma_model(const std::uint32_t a[32][4], const std::uint32_t b[32][2]
 // instruction tables lay it out: lane l holds A[l % 16][4·(l / 16) + i] and
 // B[4·(l / 16) + i][l % 16] for i = 0..3 (two bf16 per register, low half
 // first), and D[4·(l / 16) + i][l % 16]. D += A·B, exactly.
-void amd_mfma_model(const std::uint32_t a[64][2], const std::uint32_t b[64][2], double d[64][4]) {
+void amd_mfma_model(const Regs& a, const Regs& b, Accs& d) {
   double A[16][16] = {}, B[16][16] = {};
   for (int lane = 0; lane < 64; ++lane) {
     const int block = lane / 16, col = lane % 16;
     for (int i = 0; i < 4; ++i) {
-      const std::uint32_t wa = a[lane][i / 2], wb = b[lane][i / 2];
+      const std::uint32_t wa = a[static_cast<std::size_t>(lane * 4 + i / 2)], wb = b[static_cast<std::size_t>(lane * 2 + i / 2)];
       A[col][4 * block + i] = i % 2 ? high_half(wa) : low_half(wa);
       B[4 * block + i][col] = i % 2 ? high_half(wb) : low_half(wb);
     }
   }
   for (int lane = 0; lane < 64; ++lane)
     for (int i = 0; i < 4; ++i)
-      for (int k = 0; k < 16; ++k) d[lane][i] += A[4 * (lane / 16) + i][k] * B[k][lane % 16];
+      for (int k = 0; k < 16; ++k) d[static_cast<std::size_t>(lane * 4 + i)] += A[4 * (lane / 16) + i][k] * B[k][lane % 16];
 }
 
-TEST(MatrixLayouts, NvidiaFragmentsThroughTheMmaModelGiveTheTileProduct) {
-  namespace L = tile::nvidia;
+// One platform's fragment index functions, as the kernel calls them.
+struct LaneLayout {
+  int wave, tile_positions, a_words, b_words, acc_elems, acc_rows;
+  bool (*a_row_live)(int lane, int r, int live);
+  int (*a_row)(int lane, int r);
+  int (*a_word)(int lane, int s, int r);
+  int (*lane_position)(int lane);
+  int (*b_chunk)(int lane, int s);
+  int (*b_word)(int s, int r);
+  int (*acc_row)(int lane, int e);
+  int (*acc_position)(int lane, int e);
+  int (*acc_row_index)(int e);
+  int (*acc_row_element)(int r);
+  bool (*acc_rows_live)(int r, int live);
+};
+
+// A namespace is no template argument: each platform's table is spelled out.
+#define CTXSCORE_LANE_LAYOUT(L)                                                                                \
+  LaneLayout {                                                                                                 \
+    L::kWave, L::kTilePositions, L::kAWords, L::kBWords, L::kAccElems, L::kAccRows, &L::a_row_live, &L::a_row, \
+        &L::a_word, &L::lane_position, &L::b_chunk, &L::b_word, &L::acc_row, &L::acc_position,                 \
+        &L::acc_row_index, &L::acc_row_element, &L::acc_rows_live                                              \
+  }
+
+// The kernel's 8 steps through a platform's index functions and a model of
+// its instruction, over random tiles and every count of live rows: each
+// lane's A words (zero for padding rows it skips), its page chunk's B words,
+// then where each accumulator element lands.
+template <class Model>
+void expect_fragments_give_the_tile_product(const LaneLayout& l, const Model& model) {
   for (int live : {4, 8, 16})
     for (std::uint64_t seed = 1; seed <= 20; ++seed) {
       SCOPED_TRACE("live rows " + std::to_string(live) + ", seed " + std::to_string(seed));
-      const Tiles t = random_tiles(seed, live, L::kTilePositions);
-      double d[32][4] = {};
+      const Tiles t = random_tiles(seed, live, l.tile_positions);
+      Accs d(static_cast<std::size_t>(l.wave * 4), 0.0);
       for (int s = 0; s < tile::kSteps; ++s) {
-        std::uint32_t a[32][4], b[32][2];
-        for (int lane = 0; lane < L::kWave; ++lane) {
-          for (int r = 0; r < L::kAWords; ++r)
-            a[lane][r] = L::a_row_live(lane, r, live)
-                             ? t.stored[static_cast<std::size_t>(L::a_row(lane, r) * QueryLayout::kRowWords + L::a_word(lane, s, r))]
-                             : 0u;
-          for (int r = 0; r < L::kBWords; ++r)
-            b[lane][r] = t.page[static_cast<std::size_t>(L::lane_position(lane) * 64 + 4 * L::b_chunk(lane, s) + L::b_word(s, r))];
+        Regs a(static_cast<std::size_t>(l.wave * 4), 0u), b(static_cast<std::size_t>(l.wave * 2), 0u);
+        for (int lane = 0; lane < l.wave; ++lane) {
+          for (int r = 0; r < l.a_words; ++r)
+            if (l.a_row_live(lane, r, live))
+              a[static_cast<std::size_t>(lane * 4 + r)] =
+                  t.stored[static_cast<std::size_t>(l.a_row(lane, r) * QueryLayout::kRowWords + l.a_word(lane, s, r))];
+          for (int r = 0; r < l.b_words; ++r)
+            b[static_cast<std::size_t>(lane * 2 + r)] =
+                t.page[static_cast<std::size_t>(l.lane_position(lane) * 64 + 4 * l.b_chunk(lane, s) + l.b_word(s, r))];
         }
-        nvidia_mma_model(a, b, d);
+        model(a, b, d);
       }
       std::vector<double> got(static_cast<std::size_t>(16 * t.positions), 0.0);
       std::vector<int> hits(got.size(), 0);
-      for (int lane = 0; lane < L::kWave; ++lane)
-        for (int e = 0; e < L::kAccElems; ++e) {
-          const int row = L::acc_row(lane, e), pos = L::acc_position(lane, e);
-          ASSERT_EQ(row, L::acc_row(lane, L::acc_row_element(L::acc_row_index(e))));
-          got[static_cast<std::size_t>(row * t.positions + pos)] = d[lane][e];
+      for (int lane = 0; lane < l.wave; ++lane)
+        for (int e = 0; e < l.acc_elems; ++e) {
+          const int row = l.acc_row(lane, e), pos = l.acc_position(lane, e);
+          ASSERT_EQ(row, l.acc_row(lane, l.acc_row_element(l.acc_row_index(e))));
+          got[static_cast<std::size_t>(row * t.positions + pos)] = d[static_cast<std::size_t>(lane * 4 + e)];
           ++hits[static_cast<std::size_t>(row * t.positions + pos)];
         }
       expect_tile_product(t, live, got, hits);
       // Every live row is held by some lane's live row index (the reduction skips the others).
       for (int row = 0; row < live; ++row) {
         bool held = false;
-        for (int lane = 0; lane < L::kWave; ++lane)
-          for (int r = 0; r < L::kAccRows; ++r)
-            held = held || (L::acc_rows_live(r, live) && L::acc_row(lane, L::acc_row_element(r)) == row);
+        for (int lane = 0; lane < l.wave; ++lane)
+          for (int r = 0; r < l.acc_rows; ++r)
+            held = held || (l.acc_rows_live(r, live) && l.acc_row(lane, l.acc_row_element(r)) == row);
         EXPECT_TRUE(held) << "row " << row;
       }
     }
 }
 
+TEST(MatrixLayouts, NvidiaFragmentsThroughTheMmaModelGiveTheTileProduct) {
+  expect_fragments_give_the_tile_product(CTXSCORE_LANE_LAYOUT(tile::nvidia), nvidia_mma_model);
+}
+
 TEST(MatrixLayouts, AmdFragmentsThroughTheMfmaModelGiveTheTileProduct) {
-  namespace L = tile::amd;
-  for (int live : {4, 8, 16})
-    for (std::uint64_t seed = 1; seed <= 20; ++seed) {
-      SCOPED_TRACE("live rows " + std::to_string(live) + ", seed " + std::to_string(seed));
-      const Tiles t = random_tiles(seed, live, L::kTilePositions);
-      double d[64][4] = {};
-      for (int s = 0; s < tile::kSteps; ++s) {
-        std::uint32_t a[64][2], b[64][2];
-        for (int lane = 0; lane < L::kWave; ++lane) {
-          for (int r = 0; r < L::kAWords; ++r)
-            a[lane][r] = L::a_row_live(lane, r, live)
-                             ? t.stored[static_cast<std::size_t>(L::a_row(lane, r) * QueryLayout::kRowWords + L::a_word(lane, s, r))]
-                             : 0u;
-          for (int r = 0; r < L::kBWords; ++r)
-            b[lane][r] = t.page[static_cast<std::size_t>(L::lane_position(lane) * 64 + 4 * L::b_chunk(lane, s) + L::b_word(s, r))];
-        }
-        amd_mfma_model(a, b, d);
-      }
-      std::vector<double> got(static_cast<std::size_t>(16 * t.positions), 0.0);
-      std::vector<int> hits(got.size(), 0);
-      for (int lane = 0; lane < L::kWave; ++lane)
-        for (int e = 0; e < L::kAccElems; ++e) {
-          const int row = L::acc_row(lane, e), pos = L::acc_position(lane, e);
-          got[static_cast<std::size_t>(row * t.positions + pos)] = d[lane][e];
-          ++hits[static_cast<std::size_t>(row * t.positions + pos)];
-        }
-      expect_tile_product(t, live, got, hits);
-    }
+  expect_fragments_give_the_tile_product(CTXSCORE_LANE_LAYOUT(tile::amd), amd_mfma_model);
 }
 
 // Each wave's n-tiles and each lane's chunks of them cover a page once;

@@ -6,24 +6,7 @@
 #include <utility>
 
 #include "context_score.hpp"
-#include "native_port.h"
-
-namespace {
-
-ctxscore::TensorRef ref_of(const ctxscore_tensor& t, ctxscore::DType dtype) {
-  ctxscore::TensorRef r;
-  r.data = t.data;
-  r.dtype = dtype;
-  r.device = {ctxscore::Device::Kind::gpu, 0};
-  r.ndim = t.ndim;
-  for (int d = 0; d < t.ndim; ++d) {
-    r.shape[d] = t.shape[d];
-    r.strides[d] = t.strides[d];
-  }
-  return r;
-}
-
-}  // namespace
+#include "native_call.hpp"
 
 extern "C" const char* ctxscore_port_name(void) { return "ctxscore HIP kernel (native)"; }
 extern "C" int ctxscore_port_memory(void) { return 1; }
@@ -31,17 +14,7 @@ extern "C" int ctxscore_port_memory(void) { return 1; }
 extern "C" int ctxscore_port_score(ctxscore_call* call, char* error, size_t error_size) {
   using namespace ctxscore;
   try {
-    ScoreArgs a;
-    a.idx_q = ref_of(call->idx_q, DType::bf16);
-    a.index_cache = ref_of(call->index_cache, DType::bf16);
-    a.block_table = ref_of(call->block_table, DType::i32);
-    a.seq_lens = ref_of(call->seq_lens, DType::i32);
-    a.max_seq_len = call->max_seq_len;
-    a.rank = call->rank;
-    a.world = call->world_size;
-    a.max_query_len = call->max_query_len;
-    a.sm_scale = call->sm_scale;
-    if (call->has_out) a.out = ref_of(call->out, DType::f32);
+    ScoreArgs a = score_args_of(*call, Device{Device::Kind::gpu, 0});
     const auto stream = static_cast<hipStream_t>(call->stream);
     LaunchResult r = indexer_context_scores(a, stream);
     hipStreamCaptureStatus capturing = hipStreamCaptureStatusNone;

@@ -32,7 +32,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Bytes = std::vector<std::uint8_t>;
 
-// A reply may carry a case's whole out storage and fresh scores: far below this.
+// A reply holds at most a case's whole out storage and fresh scores: far below this.
 constexpr std::uint64_t kMaxReplyBytes = std::uint64_t{1} << 34;
 
 double& timeout_flag() {

@@ -17,7 +17,6 @@ fails (FAIL). Fixtures of format 2 also judge the implementation's local
 top-k selection under both tie rules, near-ties exempt.
 """
 import argparse
-import importlib
 import os
 import sys
 
@@ -25,6 +24,7 @@ import numpy as np
 
 from . import fixture as fx
 from . import selection
+from .port import load
 from .tensors import Buffers, to_numpy, torch_available
 
 
@@ -105,17 +105,6 @@ def call(f, impl, buffers, with_out):
     return judge_scores(f, np.array(view), sentinel_storage, after)
 
 
-def load_impl(spec):
-    if ":" not in spec:
-        raise SystemExit(f"--impl: \"{spec}\", expected module:function")
-    module, function = spec.split(":", 1)
-    sys.path.insert(0, os.getcwd())
-    try:
-        return getattr(importlib.import_module(module), function)
-    except (ImportError, AttributeError) as e:
-        raise SystemExit(f"--impl: cannot load {spec}: {e}")
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m ctxscore.check", description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+", help="fixture files or directories")
@@ -123,7 +112,7 @@ def main(argv=None):
     ap.add_argument("--tensors", choices=("numpy", "torch"), help="what the function receives (default: torch if importable)")
     ap.add_argument("--device", default="cpu", help="torch device of the tensors (cpu, cuda)")
     args = ap.parse_args(argv)
-    impl = load_impl(args.impl)
+    impl = load(args.impl, "--impl")
     buffers = Buffers(args.tensors or ("torch" if torch_available() else "numpy"), args.device)
     try:
         files = fx.files_under(args.paths)
