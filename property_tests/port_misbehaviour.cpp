@@ -24,7 +24,7 @@ struct Misbehaviour {
 };
 
 std::string python_port(const std::string& script_args, const fs::path& pidfile) {
-  return "CTXSCORE_TEST_PIDFILE=" + pidfile.string() + " PYTHONPATH=" CTXSCORE_SOURCE_DIR "/python exec /usr/bin/python3 " +
+  return "CTXSCORE_TEST_PIDFILE=" + pidfile.string() + " PYTHONPATH=" CTXSCORE_SOURCE_DIR "/python exec " + harness::shell_quoted(CTXSCORE_PYTHON) + " " +
          script_args;
 }
 

@@ -1,6 +1,10 @@
 // `ctxscore`: the launch geometry, the named cases, fixtures (generate,
 // check), fuzzing of a backend against its oracle, and `verify`, the job
 // ci/verify runs. Every judgement goes through the harness's run_and_judge.
+//
+// Exit status: 0 passed; 1 a backend failed; 2 bad usage or bad input;
+// 3 interrupted (SIGINT or SIGTERM; the report of what was judged is written).
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -14,9 +18,12 @@
 #include <random>
 
 #include "ctxscore/fixture.hpp"
+#include "ctxscore/harness/compile_keys.hpp"
+#include "ctxscore/harness/data_dir.hpp"
 #include "ctxscore/harness/judge.hpp"
 #include "ctxscore/harness/named_cases.hpp"
 #include "ctxscore/harness/port.hpp"
+#include "ctxscore/harness/run_control.hpp"
 #include "report.hpp"
 
 namespace ctxscore::cli {
@@ -31,6 +38,19 @@ using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+enum ExitStatus { kPassed = 0, kFailed = 1, kBadInput = 2, kInterrupted = 3 };
+
+// Why a loop stops before its next case: a stop signal or the spent budget; empty to go on.
+std::string stop_reason(const harness::TimeBudget& budget, std::int64_t judged) {
+  if (const int sig = harness::stop_signal())
+    return std::string("interrupted by ") + (sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal") + " after " +
+           std::to_string(judged) + " judged";
+  if (budget.spent())
+    return "time budget of " + std::to_string(static_cast<long long>(budget.seconds())) + " s spent after " +
+           std::to_string(judged) + " judged";
+  return "";
+}
 
 // ---- geometry -------------------------------------------------------------
 
@@ -138,13 +158,19 @@ std::vector<fs::path> fixture_files(const std::vector<std::string>& inputs) {
 
 // Each fixture in each out mode of `modes`; a fixture that does not read is
 // an error of the fixture, told apart from a failing backend.
-Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::vector<OutMode>& modes, bool print) {
+Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::vector<OutMode>& modes, bool print,
+                     const harness::TimeBudget& budget) {
   Suite s;
   s.name = "corpus";
   s.backend = b.name();
   s.oracle = "the fixtures' expectations";
   const auto t0 = Clock::now();
+  harness::Progress progress;
   for (const fs::path& path : files) {
+    if (s.stopped = stop_reason(budget, static_cast<std::int64_t>(s.rows.size())); !s.stopped.empty()) break;
+    if (progress.due())
+      std::fprintf(stderr, "ctxscore: %s corpus: %zu calls judged, %lld failing, %.0f s\n", b.name().c_str(), s.rows.size(),
+                   static_cast<long long>(s.stats.failures), since(t0));
     Fixture f;
     try {
       f = read_fixture(path.string());
@@ -156,15 +182,22 @@ Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::
     for (OutMode m : modes) {
       harness::JudgeOptions o;
       o.out = m;
-      const Verdict v = harness::run_and_judge(b, f, o);
+      Verdict v;
+      try {
+        v = harness::run_and_judge(b, f, o);
+      } catch (const harness::Interrupted&) {
+        break;  // the next round names the signal
+      }
       const std::string name = path.filename().string() + (m == OutMode::given ? "" : std::string(" out=") + harness::out_mode_name(m));
-      s.add(name, v, path.string());
+      s.add(name, v, fs::absolute(path).string() + " (replay: ctxscore fixtures check " + harness::shell_quoted(fs::absolute(path).string()) + " " +
+                         b.replay_flags() + (m == OutMode::given ? "" : std::string(" --out-mode ") + harness::out_mode_name(m)) + ")");
       if (print)
         std::printf("%-8s %-60s written %7lld  worst ratio %.3g%s%s\n", v.ok() ? "ok" : "FAIL", name.c_str(),
                     static_cast<long long>(v.report.written), v.report.worst_ratio, v.ok() ? "" : "\n         ",
                     v.ok() ? "" : v.str().c_str());
     }
   }
+  if (s.stopped.empty() && harness::stop_signal()) s.stopped = stop_reason(budget, static_cast<std::int64_t>(s.rows.size()));
   s.seconds = since(t0);
   return s;
 }
@@ -176,27 +209,43 @@ std::vector<OutMode> modes_named(const std::string& name) {
   return {harness::out_mode_named(name)};
 }
 
-// Case k of a run: the backend's generator at seed + k, and its out mode
-// (drawn from the seed for "mixed": half absent, a quarter each given and too small).
-// A failing case made small: RapidCheck's shrinks of the generated case,
-// the first that still fails taken each round, until none does (at most
-// `rounds` rounds). Returns the smallest failing verdict.
-Verdict shrink(Backend& b, rc::Shrinkable<Case> failing, OutMode mode, Verdict verdict, int rounds) {
+struct FuzzPlan {
+  std::int64_t cases = 100;
+  std::uint64_t seed = 1;
+  std::string out_mode = "mixed";  // given, absent, too_small, or mixed (drawn per case)
+  std::string size;                // small, large, m3, or "" for the backend's own
+  std::int64_t max_failures = 0;   // 0: no limit
+  int shrink_rounds = 50;
+  std::int64_t compile_keys = 0;   // 0: unlimited
+  std::int64_t shard_index = 0, shard_count = 1;  // case k runs where k % count == index
+};
+
+// A failing case made small: RapidCheck's shrinks of the generated case
+// (those inside the run's compile keys), the first that still fails taken
+// each round, until none does, the rounds run out, the budget is spent or a
+// stop signal arrives. Returns the smallest failing verdict.
+Verdict shrink(Backend& b, rc::Shrinkable<Case> failing, OutMode mode, Verdict verdict, int rounds,
+               const harness::CaseSource& source, const harness::TimeBudget& budget) {
   harness::JudgeOptions o;
   o.out = mode;
   o.write_failure = false;
-  for (int round = 0; round < rounds; ++round) {
-    rc::Seq<rc::Shrinkable<Case>> candidates = failing.shrinks();
-    bool smaller = false;
-    while (rc::Maybe<rc::Shrinkable<Case>> next = candidates.next()) {
-      const Verdict v = harness::run_and_judge(b, next->value(), o);
-      if (v.ok()) continue;
-      failing = *next;
-      verdict = v;
-      smaller = true;
-      break;
+  try {
+    for (int round = 0; round < rounds && !budget.spent(); ++round) {
+      rc::Seq<rc::Shrinkable<Case>> candidates = failing.shrinks();
+      bool smaller = false;
+      while (rc::Maybe<rc::Shrinkable<Case>> next = candidates.next()) {
+        if (!source.admits(next->value())) continue;
+        const Verdict v = harness::run_and_judge(b, next->value(), o);
+        if (v.ok()) continue;
+        failing = *next;
+        verdict = v;
+        smaller = true;
+        break;
+      }
+      if (!smaller) break;
     }
-    if (!smaller) break;
+  } catch (const harness::Interrupted&) {
+    // keep the smallest failure found so far; the run loop names the signal
   }
   return verdict;
 }
@@ -222,44 +271,61 @@ gen::CaseLimits fuzz_limits(Backend& b, const std::string& size) {
   return b.fuzz_limits();
 }
 
-Suite fuzz(Backend& b, std::int64_t cases, std::uint64_t seed, const std::string& out_mode, const std::string& size,
-           bool print, std::int64_t max_failures = 0, int shrink_rounds = 50) {
+Suite fuzz(Backend& b, const FuzzPlan& plan, bool print, const harness::TimeBudget& budget) {
   Suite s;
   s.name = "fuzz";
   s.backend = b.name();
   s.oracle = harness::oracle_name(b.oracle());
   const bool tty = print && isatty(fileno(stderr));
-  const gen::CaseLimits lim = fuzz_limits(b, size);
+  harness::Progress progress;
+  const harness::CaseSource source(fuzz_limits(b, plan.size), plan.seed, plan.compile_keys);
+  if (print && source.limited()) {
+    std::fprintf(stderr, "ctxscore: %zu compile keys drawn from seed %llu:\n", source.keys().size(),
+                 static_cast<unsigned long long>(plan.seed));
+    for (const harness::CompileKey& k : source.keys()) std::fprintf(stderr, "  %s\n", k.str().c_str());
+  }
+  const std::int64_t mine = (plan.cases - plan.shard_index + plan.shard_count - 1) / plan.shard_count;
   const auto t0 = Clock::now();
-  for (std::int64_t k = 0; k < cases; ++k) {
-    const std::uint64_t case_seed = seed + static_cast<std::uint64_t>(k);
-    const rc::Shrinkable<Case> drawn = gen::genCase(lim)(rc::Random(case_seed), 100);
-    const Case c = drawn.value();
+  for (std::int64_t k = plan.shard_index; k < plan.cases; k += plan.shard_count) {
+    if (s.stopped = stop_reason(budget, s.stats.cases); !s.stopped.empty()) break;
+    const std::uint64_t case_seed = plan.seed + static_cast<std::uint64_t>(k);
+    const rc::Shrinkable<Case> drawn = source.draw(case_seed);
     harness::JudgeOptions o;
-    o.out = out_mode == "mixed" ? gen::sample_out_mode(case_seed) : harness::out_mode_named(out_mode);
+    o.out = plan.out_mode == "mixed" ? gen::sample_out_mode(case_seed) : harness::out_mode_named(plan.out_mode);
     o.write_failure = false;
-    Verdict v = harness::run_and_judge(b, c, o);
+    Verdict v;
+    try {
+      v = harness::run_and_judge(b, drawn.value(), o);
+    } catch (const harness::Interrupted&) {
+      continue;  // not judged; the next round names the signal
+    }
     if (!v.ok()) {
       // The shrunk case is what is written and reported; the drawn one is the seed's.
-      v = shrink(b, drawn, o.out, v, shrink_rounds);
+      v = shrink(b, drawn, o.out, v, plan.shrink_rounds, source, budget);
       v.fixture = harness::write_failure_fixture(v.spec, b.name() + "_seed" + std::to_string(case_seed) + "_shrunk",
-                                                 b.replay_flags() + (o.out == OutMode::given ? "" : std::string(" --out-mode ") +
-                                                                                                        harness::out_mode_name(o.out)));
+                                                 b.replay_flags() + harness::out_mode_flags(o.out));
     }
     s.add("seed " + std::to_string(case_seed), v, v.fixture);
-    const bool stop = max_failures > 0 && s.stats.failures >= max_failures;
-    if (!v.ok() && print)
-      std::fprintf(stderr, "%sFAIL case %lld, seed %llu (replay: ctxscore fuzz %s --cases 1 --seed %llu --out-mode %s%s)\n  shrunk: %s\n  %s\n  fixture: %s\n",
-                   tty ? "\r" : "", static_cast<long long>(k), static_cast<unsigned long long>(case_seed),
-                   b.replay_flags().c_str(), static_cast<unsigned long long>(case_seed), harness::out_mode_name(o.out),
-                   size.empty() ? "" : (" --case-size " + size).c_str(),
-                   v.spec.str().c_str(), v.str().c_str(), v.fixture.c_str());
-    if (tty && (k % 16 == 15 || k + 1 == cases))
-      std::fprintf(stderr, "\r[%lld/%lld] %s vs %s: %lld failures, worst ratio %.3g", static_cast<long long>(k + 1),
-                   static_cast<long long>(cases), b.name().c_str(), harness::oracle_name(b.oracle()),
+    if (!v.ok() && print) {
+      std::string again;
+      if (!source.limited())  // a keyed run's case depends on the run's seed and keys as well
+        again = "  drawn case again: ctxscore fuzz " + b.replay_flags() + " --cases 1 --seed " + std::to_string(case_seed) +
+                " --out-mode " + harness::out_mode_name(o.out) + (plan.size.empty() ? "" : " --case-size " + plan.size) + "\n";
+      std::fprintf(stderr, "%sFAIL case %lld, seed %llu\n  shrunk: %s\n  %s\n  fixture: %s\n%s", tty ? "\r" : "",
+                   static_cast<long long>(k), static_cast<unsigned long long>(case_seed), v.spec.str().c_str(),
+                   v.str().c_str(), v.fixture.c_str(), again.c_str());
+    }
+    if (tty && (s.stats.cases % 16 == 0 || k + plan.shard_count >= plan.cases))
+      std::fprintf(stderr, "\r[%lld/%lld] %s vs %s: %lld failures, worst ratio %.3g", static_cast<long long>(s.stats.cases),
+                   static_cast<long long>(mine), b.name().c_str(), harness::oracle_name(b.oracle()),
                    static_cast<long long>(s.stats.failures), s.stats.worst_ratio);
-    if (stop) break;
+    else if (print && progress.due())
+      std::fprintf(stderr, "ctxscore: fuzz %s: %lld of %lld cases, %lld failing, %.0f s\n", b.name().c_str(),
+                   static_cast<long long>(s.stats.cases), static_cast<long long>(mine),
+                   static_cast<long long>(s.stats.failures), since(t0));
+    if (plan.max_failures > 0 && s.stats.failures >= plan.max_failures) break;
   }
+  if (s.stopped.empty() && harness::stop_signal()) s.stopped = stop_reason(budget, s.stats.cases);
   if (tty) std::fprintf(stderr, "\n");
   s.seconds = since(t0);
   return s;
@@ -319,9 +385,13 @@ Suite fuzz_port_geometry(Backend& b, std::int64_t random_points, std::uint64_t s
 
 // ---- verify -----------------------------------------------------------------
 
+// The corpus a command uses when none is named: the one installed beside the binary.
 std::string default_corpus() {
-  if (fs::is_directory("fixtures/corpus")) return "fixtures/corpus";
-  return CTXSCORE_SOURCE_DIR "/fixtures/corpus";
+  try {
+    return harness::installed_corpus().string();
+  } catch (const std::exception& e) {
+    throw CLI::ValidationError("PATH", std::string(e.what()) + "; name a fixture folder");
+  }
 }
 
 struct VerifyPlan {
@@ -329,12 +399,14 @@ struct VerifyPlan {
   std::int64_t reference_cases = 2000, hip_cases = 3000, port_cases = 1000;
   std::string port, case_size;
   std::uint64_t seed = 1;
+  std::int64_t compile_keys = 0;
 };
 
-int verify_command(const VerifyPlan& plan, Report& report, bool print) {
-  const std::vector<fs::path> files = fixture_files({plan.corpus});
+int verify_command(const VerifyPlan& plan, Report& report, bool print, const harness::TimeBudget& budget) {
+  const std::string corpus = plan.corpus.empty() ? default_corpus() : plan.corpus;
+  const std::vector<fs::path> files = fixture_files({corpus});
   if (print)
-    std::printf("ctxscore verify: corpus %s (%zu fixtures), fuzz seed %llu\n", plan.corpus.c_str(), files.size(),
+    std::printf("ctxscore verify: corpus %s (%zu fixtures), fuzz seed %llu\n", corpus.c_str(), files.size(),
                 static_cast<unsigned long long>(plan.seed));
   for (const harness::BackendEntry& e : harness::backend_registry()) {
     if (e.takes_argument && plan.port.empty()) continue;
@@ -343,13 +415,32 @@ int verify_command(const VerifyPlan& plan, Report& report, bool print) {
       continue;
     }
     const std::unique_ptr<Backend> b = e.make(plan.port);
-    const std::int64_t n = e.name == "hip" ? plan.hip_cases : e.name == "port" ? plan.port_cases : plan.reference_cases;
-    report.suites.push_back(check_fixtures(files, *b, modes_named("all"), false));
-    report.suites.push_back(fuzz(*b, n, plan.seed, "mixed", plan.case_size, print));
-    if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry"))
+    FuzzPlan fp;
+    fp.cases = e.name == "hip" ? plan.hip_cases : e.name == "port" ? plan.port_cases : plan.reference_cases;
+    fp.seed = plan.seed;
+    fp.size = plan.case_size;
+    fp.compile_keys = plan.compile_keys;
+    report.suites.push_back(check_fixtures(files, *b, modes_named("all"), false, budget));
+    report.suites.push_back(fuzz(*b, fp, print, budget));
+    if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry") && !harness::stop_signal())
       report.suites.push_back(fuzz_port_geometry(*b, 2000, plan.seed));
   }
-  return report.ok() ? 0 : 1;
+  return report.ok() ? kPassed : kFailed;
+}
+
+// "K/N" with 1 <= K <= N: this run takes the cases k with k % N == K - 1.
+std::pair<std::int64_t, std::int64_t> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  try {
+    if (slash != std::string::npos) {
+      std::size_t used_k = 0, used_n = 0;
+      const std::string ks = text.substr(0, slash), ns = text.substr(slash + 1);
+      const long long k = std::stoll(ks, &used_k), n = std::stoll(ns, &used_n);
+      if (used_k == ks.size() && used_n == ns.size() && n >= 1 && k >= 1 && k <= n) return {k - 1, n};
+    }
+  } catch (const std::exception&) {
+  }
+  throw CLI::ValidationError("--shard", "\"" + text + "\", expected K/N with 1 <= K <= N (for example 2/4)");
 }
 
 }  // namespace
@@ -360,6 +451,16 @@ int main(int argc, char** argv) {
   namespace harness = ctxscore::harness;
   CLI::App app{"ctxscore: launch geometry, named cases, fixtures, fuzzing and verification of the context-parallel block scoring"};
   app.require_subcommand(1);
+  app.footer("Exit status: 0 passed, 1 a backend failed, 2 bad usage or bad input, 3 interrupted (SIGINT/SIGTERM).");
+  app.set_version_flag("--version", [] {
+    std::string corpus;
+    try {
+      corpus = harness::installed_corpus().string();
+    } catch (const std::exception& e) {
+      corpus = std::string("none (") + e.what() + ")";
+    }
+    return std::string("ctxscore " CTXSCORE_VERSION "\ncorpus: ") + corpus;
+  });
 
   std::int64_t batch = 0, bound = 0, world = 1, heads = 4, query_len = 1;
   bool as_json = false;
@@ -375,13 +476,12 @@ int main(int argc, char** argv) {
   auto* cases_cmd = app.add_subcommand("cases", "The named cases: upstream tests, corpus edge classes, benchmark shapes");
   cases_cmd->add_flag("--json", as_json, "print JSON (each case's one-line spec included)");
 
-  std::string backend = "reference", port, out_mode = "given", failures;
-  const auto add_backend = [&](CLI::App* cmd, const char* default_mode) {
-    out_mode = default_mode;
+  std::string backend = "reference", port, check_mode = "given", fuzz_mode = "mixed", failures;
+  std::vector<CLI::Option*> port_options;
+  const auto add_backend = [&](CLI::App* cmd, std::string& out_mode, const char* modes) {
     cmd->add_option("--backend", backend, "reference, hip or port")->capture_default_str();
-    cmd->add_option("--port", port, "a port's command line (implies --backend port)");
-    cmd->add_option("--out-mode", out_mode, "how out is passed: given, absent, too_small, all (fixtures) or mixed (fuzz)")
-        ->capture_default_str();
+    port_options.push_back(cmd->add_option("--port", port, "a port's command line (implies --backend port)"));
+    cmd->add_option("--out-mode", out_mode, std::string("how out is passed: ") + modes)->capture_default_str();
     cmd->add_flag("--json", as_json, "print JSON");
     cmd->add_option("--junit", junit, "also write a JUnit XML report here");
   };
@@ -398,72 +498,104 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--count", count, "cases of a random class")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   std::vector<std::string> paths;
   auto* check_cmd = fixtures->add_subcommand("check", "Run a backend on fixtures and judge it; non-zero exit on any failure");
-  check_cmd->add_option("PATH", paths, "fixture files or directories (default: the committed corpus)");
-  add_backend(check_cmd, "given");
+  check_cmd->add_option("PATH", paths, "fixture files or directories (default: the corpus installed with this binary)");
+  add_backend(check_cmd, check_mode, "given, absent, too_small or all");
 
-  std::int64_t cases = 100, max_failures = 0;
-  std::string case_size;
-  double port_timeout = 0;
+  FuzzPlan fuzz_plan;
+  std::string shard = "1/1";
+  double time_budget = 0;
   auto* fuzz_cmd = app.add_subcommand("fuzz", "Random cases against the backend's oracle; failing cases become fixtures");
-  add_backend(fuzz_cmd, "mixed");
-  fuzz_cmd->add_option("--cases", cases, "how many cases")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
-  fuzz_cmd->add_option("--seed", seed, "case k uses seed + k")->capture_default_str();
-  fuzz_cmd->add_option("--max-failures", max_failures, "stop after this many failing cases (0: run them all)")
+  add_backend(fuzz_cmd, fuzz_mode, "given, absent, too_small, or mixed (drawn per case: half absent)");
+  fuzz_cmd->add_option("--cases", fuzz_plan.cases, "how many cases")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  fuzz_cmd->add_option("--seed", fuzz_plan.seed, "case k uses seed + k")->capture_default_str();
+  fuzz_cmd->add_option("--max-failures", fuzz_plan.max_failures, "stop after this many failing cases (0: run them all)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  fuzz_cmd->add_option("--failures", failures, "where failing cases are written (default $CTXSCORE_FAILURE_DIR, else ctxscore-failures)");
-  fuzz_cmd->add_option("--case-size", case_size, "small (the CPU suite's sizes, for slow ports), large (the GPU suite's) or m3 (M3's shapes at the GPU suite's sizes); default: the backend's")
+  fuzz_cmd->add_option("--case-size", fuzz_plan.size, "small (the CPU suite's sizes, for slow ports), large (the GPU suite's) or m3 (M3's shapes at the GPU suite's sizes); default: the backend's")
       ->check(CLI::IsMember({"small", "large", "m3"}));
+  fuzz_cmd->add_option("--compile-keys", fuzz_plan.compile_keys,
+                       "draw every case from at most this many compile keys (H, QL, world, rank, CHUNK, N, sm_scale), so a "
+                       "kernel that specializes on them compiles a few times, not once per case; 0: unlimited")
+      ->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
+  fuzz_cmd->add_option("--shard", shard, "K/N: run only the cases k with k % N == K-1, so N jobs split one campaign")->capture_default_str();
 
   VerifyPlan plan;
-  plan.corpus = default_corpus();
   auto* verify_cmd = app.add_subcommand("verify", "Every backend present over the corpus (every out mode) plus a fuzz budget; a summary table");
-  verify_cmd->add_option("--corpus", plan.corpus, "fixture directory")->capture_default_str();
+  verify_cmd->add_option("--corpus", plan.corpus, "fixture directory (default: the corpus installed with this binary)");
   verify_cmd->add_option("--reference-cases", plan.reference_cases, "fuzz cases for the reference")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_option("--hip-cases", plan.hip_cases, "fuzz cases for the kernel")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
-  verify_cmd->add_option("--port", plan.port, "also verify a port (its command line)");
+  port_options.push_back(verify_cmd->add_option("--port", plan.port, "also verify a port (its command line)"));
   verify_cmd->add_option("--case-size", plan.case_size, "small, large or m3 (as for fuzz)")->check(CLI::IsMember({"small", "large", "m3"}));
   verify_cmd->add_option("--port-cases", plan.port_cases, "fuzz cases for the port")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_option("--seed", plan.seed, "fuzz seed")->capture_default_str();
-  verify_cmd->add_option("--failures", failures, "where failing cases are written");
+  verify_cmd->add_option("--compile-keys", plan.compile_keys, "as for fuzz")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
   verify_cmd->add_flag("--json", as_json, "print JSON");
   verify_cmd->add_option("--junit", junit, "also write a JUnit XML report here");
 
-  for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd})
+  double port_timeout = 0;
+  for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd}) {
     cmd->add_option("--port-timeout", port_timeout, "seconds a port may take per request (default $CTXSCORE_PORT_TIMEOUT, else 60)")
         ->check(CLI::PositiveNumber);
+    cmd->add_option("--failures", failures, "where failing cases are written (default $CTXSCORE_FAILURE_DIR, else ./ctxscore-failures)");
+  }
+  for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd})
+    cmd->add_option("--time-budget", time_budget,
+                    "seconds: no new case or fixture starts once they are spent; the report says how many ran (default: none)")
+        ->check(CLI::PositiveNumber);
 
-  CLI11_PARSE(app, argc, argv);
   try {
+    app.parse(argc, argv);
+  } catch (const CLI::Error& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? kPassed : kBadInput;  // --help and --version exit 0; every parse error is bad usage
+  }
+  try {
+    for (const CLI::Option* o : port_options)
+      if (o->count() > 0 && (o->as<std::string>().find_first_not_of(" \t") == std::string::npos))
+        throw CLI::ValidationError(o->get_name(), "an empty command line (an unset variable?); expected the port's command, "
+                                                  "for example \"python3 -m ctxscore.port module:function\"");
     if (port_timeout > 0) harness::set_port_timeout_seconds(port_timeout);
     if (!failures.empty()) harness::set_failure_dir(failures);
     if (!port.empty()) backend = "port";
     if (*geo) return geometry_command(batch, bound, world, heads, query_len, as_json);
     if (*cases_cmd) return cases_command(as_json);
     if (*gen_cmd) return generate_command(out_dir, cls, seed, count);
+    std::tie(fuzz_plan.shard_index, fuzz_plan.shard_count) = parse_shard(shard);
+    harness::install_stop_signals();
+    const harness::TimeBudget budget(time_budget);
     Report report;
-    int rc = 0;
+    int rc = kPassed;
     if (*check_cmd) {
-      const auto b = harness::make_backend(backend, port);
-      if (out_mode == "mixed") throw CLI::ValidationError("--out-mode", "mixed is for fuzz; fixtures take given, absent, too_small or all");
+      if (check_mode == "mixed") throw CLI::ValidationError("--out-mode", "mixed is for fuzz; fixtures take given, absent, too_small or all");
+      if (check_mode != "all") harness::out_mode_named(check_mode);
       if (paths.empty()) paths.push_back(default_corpus());
-      report.suites.push_back(check_fixtures(fixture_files(paths), *b, modes_named(out_mode), !as_json));
-    } else if (*fuzz_cmd) {
+      const std::vector<fs::path> files = fixture_files(paths);
       const auto b = harness::make_backend(backend, port);
-      if (out_mode != "mixed") harness::out_mode_named(out_mode);
-      report.suites.push_back(fuzz(*b, cases, seed, out_mode, case_size, !as_json, max_failures));
-      if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry"))
-        report.suites.push_back(fuzz_port_geometry(*b, std::max<std::int64_t>(cases, 1000), seed));
+      report.suites.push_back(check_fixtures(files, *b, modes_named(check_mode), !as_json, budget));
+    } else if (*fuzz_cmd) {
+      if (fuzz_mode != "mixed") harness::out_mode_named(fuzz_mode);
+      fuzz_plan.out_mode = fuzz_mode;
+      const auto b = harness::make_backend(backend, port);
+      report.suites.push_back(fuzz(*b, fuzz_plan, !as_json, budget));
+      if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry") && !harness::stop_signal())
+        report.suites.push_back(fuzz_port_geometry(*b, std::max<std::int64_t>(fuzz_plan.cases, 1000), fuzz_plan.seed));
     } else if (*verify_cmd) {
-      rc = verify_command(plan, report, !as_json);
+      rc = verify_command(plan, report, !as_json, budget);
     }
+    report.interrupted_by = harness::stop_signal();
     if (!junit.empty()) write_junit(report, junit);
     if (as_json) std::cout << report.json().dump(2) << "\n";
     else std::cout << report.table();
-    return rc != 0 || !report.ok() ? 1 : 0;
+    std::cout.flush();
+    if (report.interrupted_by) return kInterrupted;
+    return rc != kPassed || !report.ok() ? kFailed : kPassed;
   } catch (const CLI::Error& e) {
-    return app.exit(e);
+    app.exit(e);
+    return kBadInput;
+  } catch (const harness::Interrupted&) {
+    std::fprintf(stderr, "ctxscore: interrupted before any report\n");
+    return kInterrupted;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ctxscore: %s\n", e.what());
-    return 2;
+    return kBadInput;
   }
 }

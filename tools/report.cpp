@@ -7,8 +7,15 @@
 
 namespace ctxscore::cli {
 
+std::uint64_t fingerprint(const Case& c) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char ch : c.str()) h = (h ^ ch) * 0x100000001b3ull;
+  return h;
+}
+
 void Suite::add(const std::string& row, const harness::Verdict& v, const std::string& where) {
   stats.add(v);
+  judged.emplace_back(row, fingerprint(v.spec));
   rows.push_back({row, v.ok(), v.ok() ? "" : v.str(), where, v.ok() ? "" : v.spec.str()});
 }
 
@@ -18,6 +25,7 @@ void Suite::add_error(const std::string& row, const std::string& message) {
 }
 
 bool Report::ok() const {
+  if (interrupted_by) return false;
   for (const Suite& s : suites)
     if (!s.ok()) return false;
   return true;
@@ -37,6 +45,7 @@ std::string Report::table() const {
   }
   for (const Suite& s : suites) {
     o << "  " << s.backend << " " << s.name << " vs " << s.oracle << ": " << s.stats.str() << "\n";
+    if (!s.stopped.empty()) o << "    stopped early: " << s.stopped << "\n";
     int shown = 0;
     for (const Row& r : s.rows)
       if (!r.ok && shown++ < 5)
@@ -44,13 +53,17 @@ std::string Report::table() const {
           << (r.where.empty() ? "" : "\n      fixture: " + r.where) << "\n";
   }
   for (const std::string& a : absent) o << "not available: " << a << "\n";
-  o << (ok() ? "result: every backend that ran passed\n" : "result: FAILED\n");
+  if (interrupted_by) o << "result: INTERRUPTED by signal " << interrupted_by << " (the cases above were judged)\n";
+  else o << (ok() ? "result: every backend that ran passed\n" : "result: FAILED\n");
   return o.str();
 }
 
 nlohmann::ordered_json Report::json() const {
-  nlohmann::ordered_json j = {{"ok", ok()}, {"suites", nlohmann::ordered_json::array()}, {"not_available", absent}};
+  nlohmann::ordered_json j = {{"ok", ok()}, {"interrupted_by", interrupted_by}, {"suites", nlohmann::ordered_json::array()},
+                              {"not_available", absent}};
   for (const Suite& s : suites) {
+    nlohmann::ordered_json judged = nlohmann::ordered_json::array();
+    for (const auto& [name, print] : s.judged) judged.push_back({name, print});
     nlohmann::ordered_json failing = nlohmann::ordered_json::array();
     for (const Row& r : s.rows)
       if (!r.ok) failing.push_back({{"name", r.name}, {"message", r.message}, {"where", r.where}, {"case", r.spec}});
@@ -58,7 +71,7 @@ nlohmann::ordered_json Report::json() const {
                            {"calls", s.stats.cases + s.errors}, {"failures", s.stats.failures}, {"errors", s.errors},
                            {"worst_ratio", s.stats.worst_ratio}, {"written", s.stats.written},
                            {"out_modes", s.stats.out_modes}, {"shapes", s.stats.shapes}, {"seconds", s.seconds},
-                           {"failing", failing}});
+                           {"stopped", s.stopped}, {"failing", failing}, {"judged", judged}});
   }
   return j;
 }
@@ -89,6 +102,8 @@ void write_junit(const Report& r, const std::string& path) {
     for (const Row& row : s.rows) failed += !row.ok;
     o << "  <testsuite name=\"" << xml(s.backend + "." + s.name) << "\" tests=\"" << s.rows.size() << "\" failures=\""
       << failed - s.errors << "\" errors=\"" << s.errors << "\" time=\"" << s.seconds << "\">\n";
+    if (!s.stopped.empty())
+      o << "    <properties><property name=\"stopped\" value=\"" << xml(s.stopped) << "\"/></properties>\n";
     for (const Row& row : s.rows) {
       o << "    <testcase classname=\"" << xml(s.backend + "." + s.name) << "\" name=\"" << xml(row.name) << "\"";
       if (row.ok) {

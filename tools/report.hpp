@@ -25,6 +25,10 @@ struct Suite {
   std::vector<Row> rows;
   std::int64_t errors = 0;  // inputs that could not be judged (malformed fixtures)
   double seconds = 0;
+  std::string stopped;      // why the suite ended before its last case (budget, signal); empty when it ran whole
+  // Every judged row's name and a fingerprint of its case: shards of a run
+  // can be checked to judge exactly the cases of the whole run.
+  std::vector<std::pair<std::string, std::uint64_t>> judged;
   void add(const std::string& row, const harness::Verdict& v, const std::string& where);
   void add_error(const std::string& row, const std::string& message);
   bool ok() const { return stats.failures == 0 && errors == 0; }
@@ -33,10 +37,14 @@ struct Suite {
 struct Report {
   std::vector<Suite> suites;
   std::vector<std::string> absent;  // backends that could not run, with why
+  int interrupted_by = 0;           // the stop signal that ended the run early, 0 when none
   bool ok() const;
   std::string table() const;
   nlohmann::ordered_json json() const;
 };
+
+// A stable fingerprint of a case (FNV-1a of its one-line spec).
+std::uint64_t fingerprint(const Case& c);
 
 // Throws std::runtime_error when the file cannot be written.
 void write_junit(const Report& r, const std::string& path);

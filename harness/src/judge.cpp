@@ -1,6 +1,8 @@
 #include "ctxscore/harness/judge.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -52,9 +54,19 @@ void run_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expecte
   }
 }
 
-std::string flags_of(OutMode m) { return m == OutMode::given ? "" : std::string(" --out-mode ") + out_mode_name(m); }
-
 }  // namespace
+
+std::string out_mode_flags(OutMode m) { return m == OutMode::given ? "" : std::string(" --out-mode ") + out_mode_name(m); }
+
+std::string shell_quoted(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("/._-+=:,@%", c) != nullptr;
+  });
+  if (plain) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
 
 std::string Verdict::str() const {
   std::ostringstream s;
@@ -85,7 +97,7 @@ Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& optio
   run_into(v, backend, host, expected);
   if (!v.ok() && options.write_failure)
     v.fixture = write_failure_fixture(c, backend.name() + "_seed" + std::to_string(c.seed) + "_out_" + out_mode_name(v.out),
-                                      backend.replay_flags() + flags_of(v.out));
+                                      backend.replay_flags() + out_mode_flags(v.out));
   return v;
 }
 
@@ -112,11 +124,11 @@ std::string write_failure_fixture(const Case& c, const std::string& stem, const 
   std::string name = stem + ".safetensors";
   std::replace_if(name.begin(), name.end(), [](char ch) { return ch == '/' || ch == ' '; }, '_');
   try {
-    const std::filesystem::path dir = failure_dir();
+    const std::filesystem::path dir = std::filesystem::absolute(failure_dir());
     std::filesystem::create_directories(dir);
     const std::string path = (dir / name).string();
     write_fixture(path, make_fixture(c));
-    return path + " (replay: ctxscore fixtures check " + path + " " + backend_flags + ")";
+    return path + " (replay: ctxscore fixtures check " + shell_quoted(path) + " " + backend_flags + ")";
   } catch (const std::exception& e) {
     return std::string("not written: ") + e.what();
   }

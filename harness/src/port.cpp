@@ -21,6 +21,8 @@
 #include <iterator>
 #include <sstream>
 
+#include "ctxscore/harness/judge.hpp"
+#include "ctxscore/harness/run_control.hpp"
 #include "ctxscore/safetensors.hpp"
 
 extern char** environ;
@@ -46,11 +48,6 @@ std::string join(const std::vector<std::int64_t>& v) {
   return s;
 }
 
-std::string quoted(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 // One child: its pipes, its process group, its stderr in a temporary file.
 class Child {
@@ -84,6 +81,10 @@ class Child {
     close(err);
     to_ = in[1];
     from_ = out[0];
+    // Non-blocking: a port that stops reading or writing can hold a call only
+    // until the deadline, never in a write() or read() that poll let through.
+    fcntl(to_, F_SETFL, fcntl(to_, F_GETFL) | O_NONBLOCK);
+    fcntl(from_, F_SETFL, fcntl(from_, F_GETFL) | O_NONBLOCK);
     if (rc != 0) {
       pid_ = -1;
       throw BackendError("port: cannot start `" + command + "`: " + std::strerror(rc));
@@ -110,16 +111,14 @@ class Child {
     if (!err_path_.empty()) unlink(err_path_.c_str());
   }
 
-  void send(const Bytes& message, double timeout) {
+  void send(const Bytes& message, Clock::time_point deadline) {
     std::uint8_t len[8];
     for (int b = 0; b < 8; ++b) len[b] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(message.size()) >> (8 * b));
-    const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
     write_all(len, 8, deadline);
     write_all(message.data(), message.size(), deadline);
   }
 
-  Bytes receive(double timeout) {
-    const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
+  Bytes receive(Clock::time_point deadline) {
     std::uint8_t len[8];
     read_all(len, 8, deadline, "the reply's length");
     std::uint64_t n = 0;
@@ -171,9 +170,13 @@ class Child {
       pollfd pfd{to_, POLLOUT, 0};
       const int r = poll(&pfd, 1, ms_left(deadline));
       if (r == 0) throw BackendError("port: did not read its request within the timeout (hung?); " + state());
-      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && errno == EINTR) {
+        throw_if_stopped();
+        continue;
+      }
       const ssize_t w = write(to_, p, n);
       if (w < 0) {
+        if (errno == EINTR) throw_if_stopped();
         if (errno == EINTR || errno == EAGAIN) continue;
         throw BackendError(std::string("port: closed its stdin before the request was written (") +
                            std::strerror(errno) + "); " + state());
@@ -191,9 +194,13 @@ class Child {
         throw BackendError("port: no reply within " + std::to_string(timeout_flag() > 0 ? timeout_flag() : port_timeout_seconds()) +
                            " s (hung?), waiting for " + what + " (" + std::to_string(got) + " of " + std::to_string(n) +
                            " bytes came); " + state());
-      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && errno == EINTR) {
+        throw_if_stopped();
+        continue;
+      }
       const ssize_t k = read(from_, p + got, n - got);
       if (k < 0) {
+        if (errno == EINTR) throw_if_stopped();
         if (errno == EINTR || errno == EAGAIN) continue;
         throw BackendError(std::string("port: reading its stdout: ") + std::strerror(errno) + "; " + state());
       }
@@ -275,7 +282,7 @@ class PortBackend : public Backend, public PortBackendApi {
     lim.forced_geometry = false;  // a port launches its own geometry
     return lim;
   }
-  std::string replay_flags() const override { return "--port " + quoted(command_); }
+  std::string replay_flags() const override { return "--port " + shell_quoted(command_); }
   bool supports(const std::string& what) override {
     ensure_started();
     return supports_.find("," + what + ",") != std::string::npos;
@@ -322,8 +329,9 @@ class PortBackend : public Backend, public PortBackendApi {
     ensure_started();
     std::string reported;
     try {
-      child_->send(encode_safetensors(request), timeout());
-      const Bytes raw = child_->receive(timeout());
+      const Clock::time_point deadline = deadline_from_now();
+      child_->send(encode_safetensors(request), deadline);
+      const Bytes raw = child_->receive(deadline);
       SafeTensors reply;
       try {
         reply = decode_safetensors(raw.data(), raw.size(), "the port's reply");
@@ -350,7 +358,7 @@ class PortBackend : public Backend, public PortBackendApi {
   }
 
   [[noreturn]] void fail(const std::string& what) {
-    throw BackendError("port " + (port_name_.empty() ? quoted(command_) : port_name_) + " " + what);
+    throw BackendError("port " + (port_name_.empty() ? shell_quoted(command_) : port_name_) + " " + what);
   }
 
   Scored scores_of(const SafeTensors& reply, const HostCase& host, OutMode mode) {
@@ -382,7 +390,10 @@ class PortBackend : public Backend, public PortBackendApi {
   }
 
  private:
-  double timeout() const { return port_timeout_seconds(); }
+  // One deadline bounds a whole exchange: writing the request and reading the reply.
+  static Clock::time_point deadline_from_now() {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(port_timeout_seconds()));
+  }
   void ensure_started() {
     if (!child_) start();
   }
@@ -391,20 +402,21 @@ class PortBackend : public Backend, public PortBackendApi {
     SafeTensors hello;
     hello.metadata = {{"message", "hello"}, {"protocol", "1"}};
     try {
-      child_->send(encode_safetensors(hello), timeout());
-      const Bytes raw = child_->receive(timeout());
+      const Clock::time_point deadline = deadline_from_now();
+      child_->send(encode_safetensors(hello), deadline);
+      const Bytes raw = child_->receive(deadline);
       const SafeTensors reply = decode_safetensors(raw.data(), raw.size(), "the port's hello");
       if (reply.metadata.count("message") == 0 || reply.metadata.at("message") != "hello")
-        throw BackendError("port " + quoted(command_) + " did not answer `hello` with `hello`");
+        throw BackendError("port " + shell_quoted(command_) + " did not answer `hello` with `hello`");
       port_name_ = reply.metadata.count("name") ? reply.metadata.at("name") : command_;
       supports_ = "," + (reply.metadata.count("supports") ? reply.metadata.at("supports") : std::string("score")) + ",";
     } catch (const FixtureError& e) {
       const std::string state = child_->state();
       child_.reset();
-      throw BackendError("port " + quoted(command_) + " sent a hello that is no safetensors document: " + e.what() + "; " + state);
+      throw BackendError("port " + shell_quoted(command_) + " sent a hello that is no safetensors document: " + e.what() + "; " + state);
     } catch (const BackendError& e) {
       child_.reset();
-      throw BackendError(std::string("port ") + quoted(command_) + " did not start: " + e.what());
+      throw BackendError(std::string("port ") + shell_quoted(command_) + " did not start: " + e.what());
     }
   }
 

@@ -6,5 +6,3 @@ The operator's contract is ``reference/CONTRACT.md`` of the ctxscore
 repository; the fixture format is ``fixtures/FORMAT.md``, the port protocol
 ``fixtures/PROTOCOL.md``.
 """
-
-__version__ = "0.2.0"

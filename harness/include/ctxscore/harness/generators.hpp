@@ -26,6 +26,7 @@ struct CaseLimits {
   std::int64_t max_query_len = 4;
   std::int64_t min_world = 1;
   std::int64_t max_world = 8;
+  std::int64_t fixed_rank = -1;  // >= 0: every case at this rank (clamped below world)
   std::int64_t max_bound = 4096;
   std::int64_t max_pages = 12;
   bool strided_layouts = true;   // padded query/table strides, larger permuted `out`
@@ -179,7 +180,7 @@ inline rc::Gen<Case> genCase(const CaseLimits& lim) {
     c.query_len = *rc::gen::inRange<std::int64_t>(lim.min_query_len, lim.max_query_len + 1);
     c.world = *rc::gen::weightedOneOf<std::int64_t>(
         {{3, rc::gen::inRange<std::int64_t>(lim.min_world, lim.max_world + 1)}, {1, rc::gen::just(std::int64_t{lim.max_world})}});
-    c.rank = *rc::gen::inRange<std::int64_t>(0, c.world);
+    c.rank = lim.fixed_rank >= 0 ? std::min(lim.fixed_rank, c.world - 1) : *rc::gen::inRange<std::int64_t>(0, c.world);
     c.pages = *rc::gen::inRange<std::int64_t>(1, lim.max_pages + 1);
     const std::int64_t batch = *rc::gen::inRange<std::int64_t>(1, lim.max_batch + 1);
     const std::int64_t rows = batch * c.query_len * c.heads;

@@ -38,12 +38,17 @@ Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& optio
 // The fixture's case, judged against its stored expectation.
 Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& options = {});
 
+// The flags that select out mode `m` again on a command line ("" for given, the default).
+std::string out_mode_flags(OutMode m);
+// `s` as one word for /bin/sh: as it is when that is safe, else single-quoted.
+std::string shell_quoted(const std::string& s);
+
 // Where failing cases go: set_failure_dir (the --failures flag), else
 // $CTXSCORE_FAILURE_DIR, else ./ctxscore-failures.
 std::string failure_dir();
 void set_failure_dir(const std::string& dir);
 // Writes `c` as a fixture named `stem`.safetensors into failure_dir();
-// returns its path and replay line, or "not written: why".
+// returns its absolute path and replay line, or "not written: why".
 std::string write_failure_fixture(const Case& c, const std::string& stem, const std::string& backend);
 
 // Totals over many verdicts: what a property or a fuzz run reports.

@@ -1,0 +1,51 @@
+// Ending a run early and cleanly: SIGINT and SIGTERM, a time budget, and
+// progress away from a terminal. A stop never half-judges a case: the loops
+// check between cases, and a blocking wait on a port gives up at once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace ctxscore::harness {
+
+// SIGINT and SIGTERM set a flag (and interrupt blocking waits) instead of
+// killing the process, so the report of the cases judged so far is written.
+void install_stop_signals();
+// The signal that asked the run to stop; 0 when none did.
+int stop_signal();
+
+// Thrown out of a wait that a stop signal cut short. Deliberately not a
+// std::exception: no handler that turns errors into verdicts may swallow it.
+struct Interrupted {
+  int signal = 0;
+};
+// Throws Interrupted when a stop signal has arrived.
+void throw_if_stopped();
+
+// A wall-clock budget: unlimited when constructed with seconds <= 0.
+class TimeBudget {
+ public:
+  explicit TimeBudget(double seconds = 0);
+  bool spent() const;
+  double seconds() const { return seconds_; }
+
+ private:
+  double seconds_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// A progress line on stderr about every `period` seconds when stderr is not a
+// terminal (CI logs); on a terminal the caller's own live line is used.
+class Progress {
+ public:
+  explicit Progress(double period = 10);
+  bool due();  // true at most once per period, never on a terminal
+
+ private:
+  double period_;
+  bool terminal_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace ctxscore::harness
