@@ -279,7 +279,7 @@ Suite fuzz(Backend& b, const FuzzPlan& plan, bool print, const harness::TimeBudg
   const bool tty = print && isatty(fileno(stderr));
   harness::Progress progress;
   const harness::CaseSource source(fuzz_limits(b, plan.size), plan.seed, plan.compile_keys);
-  if (print && source.limited()) {
+  if (source.limited()) {
     std::fprintf(stderr, "ctxscore: %zu compile keys drawn from seed %llu:\n", source.keys().size(),
                  static_cast<unsigned long long>(plan.seed));
     for (const harness::CompileKey& k : source.keys()) std::fprintf(stderr, "  %s\n", k.str().c_str());
@@ -319,7 +319,7 @@ Suite fuzz(Backend& b, const FuzzPlan& plan, bool print, const harness::TimeBudg
       std::fprintf(stderr, "\r[%lld/%lld] %s vs %s: %lld failures, worst ratio %.3g", static_cast<long long>(s.stats.cases),
                    static_cast<long long>(mine), b.name().c_str(), harness::oracle_name(b.oracle()),
                    static_cast<long long>(s.stats.failures), s.stats.worst_ratio);
-    else if (print && progress.due())
+    else if (progress.due())  // on stderr with --json too: a CI log shows the run is alive
       std::fprintf(stderr, "ctxscore: fuzz %s: %lld of %lld cases, %lld failing, %.0f s\n", b.name().c_str(),
                    static_cast<long long>(s.stats.cases), static_cast<long long>(mine),
                    static_cast<long long>(s.stats.failures), since(t0));

@@ -1,0 +1,52 @@
+"""One campaign over many jobs and a JIT kernel: shards split a run's cases
+exactly, and --compile-keys holds every call (shrinking included) to a few
+compile keys while the cases still vary."""
+import json
+import os
+from collections import Counter
+
+
+def judged(run, *args):
+    done = run("fuzz", "--json", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [tuple(row) for row in json.loads(done.stdout)["suites"][0]["judged"]]
+
+
+def test_two_shards_judge_exactly_the_cases_of_the_whole_run(run):
+    for keys in ("0", "3"):
+        common = ["--cases", "40", "--seed", "7", "--case-size", "small", "--compile-keys", keys]
+        whole = judged(run, *common)
+        one, two = judged(run, *common, "--shard", "1/2"), judged(run, *common, "--shard", "2/2")
+        assert len(whole) == 40 and len(one) == 20 and len(two) == 20
+        assert sorted(one + two) == sorted(whole)
+        assert not set(one) & set(two)
+
+
+def test_compile_keys_bound_what_a_specializing_kernel_compiles(run, port_command, tmp_path):
+    record = tmp_path / "keys.txt"
+    env = {"RECORD_KEYS_TO": str(record)}
+    done = run("fuzz", "--port", port_command("recording_port:scores"), "--cases", "60", "--case-size", "small",
+               "--compile-keys", "3", "--out-mode", "given", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = Counter(record.read_text().splitlines())
+    assert 1 <= len(calls) <= 3 and sum(calls.values()) == 60, calls
+    # The cases still differ within a key.
+    cases = {row[1] for row in json.loads(run("fuzz", "--json", "--cases", "60", "--case-size", "small",
+                                              "--compile-keys", "3").stdout)["suites"][0]["judged"]}
+    assert len(cases) > 30
+
+    # A failing case shrinks inside the same keys.
+    record.unlink()
+    failed = run("fuzz", "--port", port_command("recording_port:cutoff_slack_one"), "--cases", "30", "--case-size",
+                 "small", "--compile-keys", "3", "--out-mode", "given", "--max-failures", "1", env=env)
+    assert failed.returncode == 1 and "shrunk: Case{" in failed.stderr, failed.stderr
+    shrinking = set(record.read_text().splitlines())
+    assert len(shrinking) <= 3, shrinking
+
+
+def test_unlimited_keys_draw_many(run, port_command, tmp_path):
+    record = tmp_path / "keys.txt"
+    done = run("fuzz", "--port", port_command("recording_port:scores"), "--cases", "60", "--case-size", "small",
+               "--out-mode", "given", env={"RECORD_KEYS_TO": str(record)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(set(record.read_text().splitlines())) > 20

@@ -1,0 +1,109 @@
+"""The command line as a user meets it: defaults that work, bad input named
+with exit status 2, and every replay line it prints reproducing its failure
+when run exactly as printed."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import SOURCE
+
+REPLAY = re.compile(r"\(replay: (.+)\)$")
+DRAWN_AGAIN = re.compile(r"drawn case again: (.+)$")
+CORPUS_FILE = os.path.join(SOURCE, "fixtures", "corpus", "length_129.safetensors")
+
+
+def replay_lines(text):
+    lines = []
+    for line in text.splitlines():
+        for pattern in (REPLAY, DRAWN_AGAIN):
+            m = pattern.search(line.strip())
+            if m:
+                lines.append(m.group(1))
+    return lines
+
+
+def run_as_printed(line, ctxscore_bin, cwd):
+    """Runs a printed line through /bin/sh with the binary on PATH as `ctxscore`."""
+    env = dict(os.environ, PATH=os.path.dirname(ctxscore_bin) + os.pathsep + os.environ["PATH"])
+    return subprocess.run(["sh", "-c", line], capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
+
+
+def test_version_names_the_corpus_found_beside_the_binary(run):
+    done = run("--version")
+    assert done.returncode == 0, done.stderr
+    version, corpus = done.stdout.strip().splitlines()
+    assert re.fullmatch(r"ctxscore \d+\.\d+\.\d+", version)
+    path = corpus.removeprefix("corpus: ")
+    assert os.path.isdir(path) and any(f.endswith(".safetensors") for f in os.listdir(path)), corpus
+
+
+def test_fixtures_check_defaults_to_out_given_and_to_the_installed_corpus(run):
+    one = run("fixtures", "check", CORPUS_FILE, "--backend", "reference")
+    assert one.returncode == 0, one.stdout + one.stderr
+    assert "out: given 1" in one.stdout
+    whole = run("fixtures", "check")
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert "failing" in whole.stdout and "result: every backend that ran passed" in whole.stdout
+
+
+@pytest.mark.parametrize("args, names", [
+    (["fixtures", "check", "--port", ""], "--port"),
+    (["fuzz", "--port", "  "], "--port"),
+    (["verify", "--port", ""], "--port"),
+    (["fuzz", "--shard", "3/2"], "--shard"),
+    (["fuzz", "--shard", "x"], "--shard"),
+    (["fuzz", "--time-budget", "-1"], "--time-budget"),
+    (["fuzz", "--no-such-flag"], "--no-such-flag"),
+    (["fixtures", "check", "/nonexistent/fixtures"], "/nonexistent/fixtures"),
+    (["fuzz", "--backend", "cuda"], "cuda"),
+])
+def test_bad_usage_exits_2_naming_what_was_wrong(run, args, names):
+    done = run(*args)
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert names in done.stderr
+    assert "reference" not in done.stdout  # nothing was judged
+
+
+@pytest.mark.parametrize("mode", ["given", "absent", "too_small"])
+def test_every_replay_line_of_a_failing_fuzz_case_reproduces_it(run, port_command, ctxscore_bin, tmp_path, mode):
+    planted = port_command("ctxscore.ports.numpy_port:cutoff_slack_one")
+    done = run("fuzz", "--port", planted, "--cases", "20", "--case-size", "small", "--out-mode", mode,
+               "--max-failures", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = replay_lines(done.stderr)
+    assert len(lines) == 2, done.stderr  # the shrunk fixture's check, and the drawn case again
+    assert any(line.startswith("ctxscore fixtures check /") for line in lines), lines
+    for line in lines:
+        again = run_as_printed(line, ctxscore_bin, tmp_path)
+        assert again.returncode == 1, (line, again.stdout, again.stderr)
+        assert "FAIL" in again.stdout + again.stderr, line
+        assert f"out {mode}" in again.stdout + again.stderr, line
+
+
+def test_every_replay_line_of_a_failing_fixture_reproduces_it(run, port_command, ctxscore_bin, tmp_path):
+    planted = port_command("ctxscore.ports.numpy_port:cutoff_slack_one")
+    done = run("fixtures", "check", "--port", planted, "--out-mode", "all")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = replay_lines(done.stdout)
+    assert lines and all(line.startswith("ctxscore fixtures check /") for line in lines), done.stdout
+    for line in lines:
+        again = run_as_printed(line, ctxscore_bin, tmp_path)
+        assert again.returncode == 1 and "FAIL" in again.stdout, (line, again.stdout, again.stderr)
+
+
+def test_the_readmes_replay_examples_reproduce_a_failure(run, port_command, ctxscore_bin, tmp_path):
+    """The README's block under "Replaying a failure", with FIXTURE and PORT filled in."""
+    planted = port_command("ctxscore.ports.numpy_port:cutoff_slack_one")
+    done = run("fuzz", "--port", planted, "--cases", "20", "--case-size", "small", "--out-mode", "given",
+               "--max-failures", "1")
+    fixture = re.search(r"fixture: (/\S+\.safetensors)", done.stderr).group(1)
+    readme = open(os.path.join(SOURCE, "README.md")).read()
+    block = re.search(r"## Replaying a failure\n.*?```\n(.*?)```", readme, re.S).group(1)
+    examples = [line.split("#")[0].strip() for line in block.splitlines() if line.startswith("ctxscore ")]
+    assert len(examples) >= 2, block
+    for example in examples:
+        line = example.replace("FIXTURE", fixture).replace("PORT", "'" + planted.replace("'", "'\\''") + "'")
+        again = run_as_printed(line, ctxscore_bin, tmp_path)
+        assert again.returncode == 1 and "FAIL" in again.stdout + again.stderr, (line, again.stdout, again.stderr)

@@ -1,0 +1,96 @@
+"""The path a kernel author takes, away from this repository: `cmake
+--install` into a prefix, and `pip wheel` + `pip install` of the Python
+package into a target; then, from an unrelated directory holding only a
+test file, with nothing on PATH that the install did not put there, the
+pytest gate passes a correct port and fails a planted bug with its shrunk
+case, its fixture under the test's temporary directory, and nothing
+written anywhere else."""
+import glob
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+from conftest import SOURCE
+
+SYSTEM_PATH = "/usr/bin:/bin"  # env and sh, which the port command line uses
+
+GATE_TESTS = textwrap.dedent('''
+    import os
+    import re
+
+    import pytest
+
+    from ctxscore.pytest_plugin import gate
+
+
+    def test_a_correct_port_passes():
+        gate("ctxscore.ports.numpy_port:scores", tensors="numpy", cases=30, case_size="small")
+
+
+    def test_a_planted_bug_fails_with_its_shrunk_case(tmp_path):
+        with pytest.raises(pytest.fail.Exception) as failed:
+            gate("ctxscore.ports.numpy_port:cutoff_slack_one", tensors="numpy", cases=30, case_size="small")
+        text = str(failed.value)
+        print(text)
+        assert "case: Case{" in text and "replay: ctxscore fixtures check" in text
+        fixture = re.search(r"fixture: (\\S+\\.safetensors)", text).group(1)
+        assert os.path.isabs(fixture) and os.path.isfile(fixture), fixture
+        assert fixture.startswith(str(tmp_path) + os.sep), (fixture, tmp_path)
+''')
+
+
+def tree(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files)
+
+
+def git_status():
+    done = subprocess.run(["git", "-C", SOURCE, "status", "--porcelain", "--ignored=no"], capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else None
+
+
+def test_install_then_gate_from_an_unrelated_directory(build_dir, tmp_path):
+    before = git_status()
+    temp_failures_before = set(glob.glob("/tmp/ctxscore-failures*"))
+    prefix, wheels, site = tmp_path / "prefix", tmp_path / "wheels", tmp_path / "site"
+    work, home, basetemp = tmp_path / "work", tmp_path / "home", tmp_path / "basetemp"
+    for d in (work, home):
+        d.mkdir()
+    subprocess.run(["cmake", "--install", build_dir, "--prefix", str(prefix)], check=True, capture_output=True)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), os.path.join(SOURCE, "python")],
+                   check=True)
+    wheel = glob.glob(str(wheels / "ctxscore-*.whl"))
+    assert len(wheel) == 1 and "linux" in wheel[0], wheel  # a platform wheel: it bundles the binary
+    subprocess.run(pip + ["install", "--no-deps", "--target", str(site), wheel[0]], check=True)
+    (work / "test_gate.py").write_text(GATE_TESTS)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXSCORE_") and k not in ("PYTHONPATH", "PATH")}
+    env.update(PATH=f"{prefix / 'bin'}:{site / 'bin'}:{SYSTEM_PATH}", HOME=str(home), PYTHONPATH=str(site),
+               PYTHONDONTWRITEBYTECODE="1")
+
+    def run(*args):
+        return subprocess.run(list(args), capture_output=True, text=True, cwd=work, env=env, timeout=900)
+
+    # The installed CLI and the package's console script each find their own corpus.
+    for cli in ("ctxscore", str(site / "bin" / "ctxscore")):
+        version = run(cli, "--version")
+        assert version.returncode == 0, version.stderr
+        corpus = version.stdout.splitlines()[1].removeprefix("corpus: ")
+        assert os.path.isdir(corpus) and corpus.startswith(str(tmp_path)), version.stdout
+    assert run(str(prefix / "bin" / "ctxscore"), "fixtures", "check").returncode == 0
+    assert run(sys.executable, "-m", "ctxscore", "fixtures", "check").returncode == 0
+
+    gated = run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-s", "--basetemp", str(basetemp),
+                "test_gate.py")
+    assert gated.returncode == 0, gated.stdout + gated.stderr
+    assert "2 passed" in gated.stdout, gated.stdout
+    shown = re.search(r"fixture: (\S+\.safetensors)", gated.stdout)
+    assert shown and shown.group(1).startswith(str(basetemp)), gated.stdout
+
+    # Nothing was written anywhere else.
+    assert tree(work) == ["test_gate.py"], tree(work)
+    assert tree(home) == [], tree(home)
+    assert set(glob.glob("/tmp/ctxscore-failures*")) == temp_failures_before
+    assert git_status() == before

@@ -1,0 +1,64 @@
+"""A run stopped early still reports: SIGTERM and SIGINT end it with the
+report of the cases judged so far, its JUnit file and exit status 3, and
+leave no port process behind; a time budget ends it cleanly; away from a
+terminal a progress line comes about every 10 s."""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+
+def no_process_left(marker):
+    """No process whose command line holds `marker` (the port's unique argument) is left."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    with open(f"/proc/{pid}/stat") as s:
+                        if s.read().split()[2] != "Z":
+                            return False
+        except OSError:
+            continue
+    return True
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_the_run_with_a_report_a_junit_file_and_exit_3(ctxscore_bin, port_command, tmp_path, sig):
+    marker = f"--name=slow-{sig.name}-{os.getpid()}"
+    slow = port_command("slow_port:scores", marker)
+    junit = tmp_path / "report.xml"
+    p = subprocess.Popen([ctxscore_bin, "fuzz", "--port", slow, "--cases", "1000", "--case-size", "small",
+                          "--junit", str(junit)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                         env=dict(os.environ, CTXSCORE_FAILURE_DIR=str(tmp_path / "failures")))
+    time.sleep(2)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 3, (p.returncode, out, err)
+    m = re.search(r"stopped early: interrupted by (\w+) after (\d+) judged", out)
+    assert m and m.group(1) == sig.name and int(m.group(2)) >= 1, out + err
+    assert "result: INTERRUPTED" in out
+    xml = junit.read_text()
+    assert 'name="stopped"' in xml and "<testcase" in xml
+    assert not (tmp_path / "report.xml.partial").exists()
+    assert no_process_left(marker)
+
+
+def test_a_time_budget_ends_the_run_cleanly_and_says_so(ctxscore_bin, port_command, tmp_path):
+    slow = port_command("slow_port:scores")
+    t0 = time.monotonic()
+    done = subprocess.run([ctxscore_bin, "fuzz", "--port", slow, "--cases", "1000", "--case-size", "small",
+                           "--time-budget", "12", "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    took = time.monotonic() - t0
+    assert done.returncode == 0, done.stdout + done.stderr
+    suite = json.loads(done.stdout)["suites"][0]
+    assert suite["stopped"].startswith("time budget of 12 s spent after"), suite["stopped"]
+    assert 1 <= suite["calls"] < 1000 and len(suite["judged"]) == suite["calls"]
+    assert took < 12 + 10, took  # one case past the budget at most, plus start and stop
+    progress = [line for line in done.stderr.splitlines() if re.match(r"ctxscore: fuzz port: \d+ of 1000 cases", line)]
+    assert progress, done.stderr  # stderr is a pipe here: a line about every 10 s
