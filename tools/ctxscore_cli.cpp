@@ -549,6 +549,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? kPassed : kBadInput;  // --help and --version exit 0; every parse error is bad usage
   }
   try {
+    harness::apply_ctest_gpu_assignment();
     for (const CLI::Option* o : port_options)
       if (o->count() > 0 && (o->as<std::string>().find_first_not_of(" \t") == std::string::npos))
         throw CLI::ValidationError(o->get_name(), "an empty command line (an unset variable?); expected the port's command, "

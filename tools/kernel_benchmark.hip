@@ -25,6 +25,7 @@
 #include "ctxscore/compare.hpp"
 #include "ctxscore/contents.hpp"
 #include "ctxscore/harness/device.hpp"
+#include "ctxscore/harness/run_control.hpp"
 #include "ctxscore/harness/named_cases.hpp"
 #include "ctxscore/score.hpp"
 #include "platform.hpp"
@@ -274,6 +275,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  harness::apply_ctest_gpu_assignment();
   if (const std::string why = harness::gpu_absence_reason(); !why.empty()) {
     std::fprintf(stderr, "ctxscore_kernel_benchmark: %s\n", why.c_str());
     return 1;

@@ -4,6 +4,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace ctxscore::harness {
 
@@ -45,6 +49,56 @@ bool Progress::due() {
   if (terminal_ || seconds_since(last_) < period_) return false;
   last_ = std::chrono::steady_clock::now();
   return true;
+}
+
+}  // namespace ctxscore::harness
+
+namespace ctxscore::harness {
+
+namespace {
+
+std::string env_or_empty(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  return v ? v : "";
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t at; (at = s.find(sep, start)) != std::string::npos; start = at + 1) parts.push_back(s.substr(start, at - start));
+  parts.push_back(s.substr(start));
+  return parts;
+}
+
+}  // namespace
+
+std::string apply_ctest_gpu_assignment() {
+  const std::string count = env_or_empty("CTEST_RESOURCE_GROUP_COUNT");
+  if (count.empty()) return "";
+  std::string id;
+  for (int g = 0; g < std::atoi(count.c_str()); ++g) {
+    const std::string group = "CTEST_RESOURCE_GROUP_" + std::to_string(g);
+    if (env_or_empty(group) != "gpus") continue;
+    const std::string alloc = env_or_empty(group + "_GPUS");  // "id:2,slots:1"
+    for (const std::string& field : split(alloc, ','))
+      if (field.rfind("id:", 0) == 0) id = field.substr(3);
+    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos)
+      throw std::runtime_error(group + "_GPUS = \"" + alloc + "\", expected id:N,slots:K with a numeric id");
+  }
+  if (id.empty()) return "";
+  std::string device = id;
+  if (const std::string visible = env_or_empty("CUDA_VISIBLE_DEVICES"); !visible.empty()) {
+    const std::vector<std::string> list = split(visible, ',');
+    const std::size_t k = std::stoul(id);
+    if (k >= list.size())
+      throw std::runtime_error("CTest assigned GPU id " + id + " but CUDA_VISIBLE_DEVICES=" + visible + " lists " +
+                               std::to_string(list.size()));
+    device = list[k];
+  }
+  setenv("CUDA_VISIBLE_DEVICES", device.c_str(), 1);
+  setenv("HIP_VISIBLE_DEVICES", device.c_str(), 1);
+  unsetenv("CTEST_RESOURCE_GROUP_COUNT");  // applied once: a port started from here inherits the device
+  return "GPU " + id;
 }
 
 }  // namespace ctxscore::harness

@@ -49,3 +49,16 @@ class Progress {
 };
 
 }  // namespace ctxscore::harness
+
+namespace ctxscore::harness {
+
+// CTest resource groups: a test declared with RESOURCE_GROUPS "gpus:1" and
+// run with --resource-spec-file gets CTEST_RESOURCE_GROUP_0_GPUS="id:N,slots:1".
+// This makes GPU N the process's only visible device (CUDA_VISIBLE_DEVICES
+// and HIP_VISIBLE_DEVICES; an id indexes an existing CUDA_VISIBLE_DEVICES
+// list), before any GPU call, for this process and the ports it starts.
+// Returns "GPU N" when it assigned one, "" when CTest assigned none; throws
+// std::runtime_error on a malformed assignment.
+std::string apply_ctest_gpu_assignment();
+
+}  // namespace ctxscore::harness
