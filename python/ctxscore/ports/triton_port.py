@@ -5,6 +5,11 @@ chunk), the query tile in registers, each slot's 128 x 128 page through
 `geometry` reports the launch it makes. Runs wherever Triton runs (CUDA and
 ROCm builds of torch).
 
+`scores` compiles one kernel per (CHUNK, N). `specializing_scores` is the
+same arithmetic compiled as upstream's kernel is, with HEADS, QUERY_LEN,
+RANK, WORLD, CHUNK, N and SCALE as compile-time constants: one JIT compile
+per distinct set, which is what `ctxscore fuzz --compile-keys` exists for.
+
 `planted_*` are the same port with one bug each, the mutants the harness
 must kill through the port protocol (ci/gpu mutants): addressing, masking,
 the written-slot set, the fresh-out path, the launch geometry, and a
@@ -22,12 +27,10 @@ TARGET_GRID, MIN_BLOCKS = 1 << 14, 3
 NONE, QUERY_TOKEN_STRIDE, CUTOFF_INCLUSIVE, PAST_SCAN, FRESH_LAYOUT, CHUNK_ROUNDED_DOWN, GEOMETRY_CACHED = range(7)
 
 
-# Integer arguments are not specialized on their values: one compiled kernel
-# per (CHUNK, N), not one per case.
-@triton.jit(do_not_specialize=["q_token_stride", "q_head_stride", "table_stride", "out_head_stride", "out_row_stride",
-                               "out_slot_stride", "local_slots", "global_blocks", "num_pages", "heads", "query_len",
-                               "rank", "world"])
-def _context_score(q_ptr, cache_ptr, table_ptr, lens_ptr, out_ptr, q_token_stride, q_head_stride, table_stride,
+# One program (request i, chunk c): shared by both kernels below, which
+# differ only in what they compile as constants.
+@triton.jit
+def _score_program(q_ptr, cache_ptr, table_ptr, lens_ptr, out_ptr, q_token_stride, q_head_stride, table_stride,
                    out_head_stride, out_row_stride, out_slot_stride, local_slots, global_blocks, num_pages, heads,
                    query_len, rank, world, scale, CHUNK: tl.constexpr, N: tl.constexpr, BUG: tl.constexpr):
     i = tl.program_id(0)
@@ -67,6 +70,32 @@ def _context_score(q_ptr, cache_ptr, table_ptr, lens_ptr, out_ptr, q_token_strid
         tl.store(out_ptr + out_rows + j.to(tl.int64) * out_slot_stride, best, mask=live)
 
 
+# Integer arguments are not specialized on their values: one compiled kernel
+# per (CHUNK, N), not one per case.
+@triton.jit(do_not_specialize=["q_token_stride", "q_head_stride", "table_stride", "out_head_stride", "out_row_stride",
+                               "out_slot_stride", "local_slots", "global_blocks", "num_pages", "heads", "query_len",
+                               "rank", "world"])
+def _context_score(q_ptr, cache_ptr, table_ptr, lens_ptr, out_ptr, q_token_stride, q_head_stride, table_stride,
+                   out_head_stride, out_row_stride, out_slot_stride, local_slots, global_blocks, num_pages, heads,
+                   query_len, rank, world, scale, CHUNK: tl.constexpr, N: tl.constexpr, BUG: tl.constexpr):
+    _score_program(q_ptr, cache_ptr, table_ptr, lens_ptr, out_ptr, q_token_stride, q_head_stride, table_stride,
+                   out_head_stride, out_row_stride, out_slot_stride, local_slots, global_blocks, num_pages, heads,
+                   query_len, rank, world, scale, CHUNK, N, BUG)
+
+
+# Upstream's constant set: every (HEADS, QUERY_LEN, RANK, WORLD, CHUNK, N,
+# SCALE) is a kernel of its own.
+@triton.jit
+def _context_score_specialized(q_ptr, cache_ptr, table_ptr, lens_ptr, out_ptr, q_token_stride, q_head_stride,
+                               table_stride, out_head_stride, out_row_stride, out_slot_stride, local_slots,
+                               global_blocks, num_pages, HEADS: tl.constexpr, QUERY_LEN: tl.constexpr,
+                               RANK: tl.constexpr, WORLD: tl.constexpr, SCALE: tl.constexpr, CHUNK: tl.constexpr,
+                               N: tl.constexpr, BUG: tl.constexpr):
+    _score_program(q_ptr, cache_ptr, table_ptr, lens_ptr, out_ptr, q_token_stride, q_head_stride, table_stride,
+                   out_head_stride, out_row_stride, out_slot_stride, local_slots, global_blocks, num_pages, HEADS,
+                   QUERY_LEN, RANK, WORLD, SCALE, CHUNK, N, BUG)
+
+
 def _chunks(batch, local):
     """The chunk count one score row is split across (CONTRACT.md section 6)."""
     if local <= 0:
@@ -92,7 +121,7 @@ _first_geometry = {}
 
 
 def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale, out,
-            bug):
+            bug, specialize=False):
     tokens, heads, _ = idx_q.shape
     batch = seq_lens.numel()
     blocks = triton.cdiv(max_seq_len, 128)
@@ -115,17 +144,29 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
             chunks, chunk, grid_y = _first_geometry.setdefault("launch", _launch_geometry(batch, max_seq_len, world_size, NONE))
         else:
             chunks, chunk, grid_y = _launch_geometry(batch, max_seq_len, world_size, bug)
-        _context_score[(batch, grid_y)](
-            idx_q, index_cache, block_table, seq_lens, scores, idx_q.stride(0), idx_q.stride(1), block_table.stride(0),
-            strides[0], strides[1], strides[2], local, blocks, index_cache.shape[0], heads, max_query_len, rank,
-            world_size, sm_scale * LOG2E_LITERAL, CHUNK=chunk, N=max(16, triton.next_power_of_2(heads * max_query_len)),
-            BUG=bug)
+        n = max(16, triton.next_power_of_2(heads * max_query_len))
+        common = (idx_q, index_cache, block_table, seq_lens, scores, idx_q.stride(0), idx_q.stride(1),
+                  block_table.stride(0), strides[0], strides[1], strides[2], local, blocks, index_cache.shape[0])
+        if specialize:
+            _context_score_specialized[(batch, grid_y)](*common, HEADS=heads, QUERY_LEN=max_query_len, RANK=rank,
+                                                        WORLD=world_size, SCALE=sm_scale * LOG2E_LITERAL, CHUNK=chunk,
+                                                        N=n, BUG=bug)
+        else:
+            _context_score[(batch, grid_y)](*common, heads, max_query_len, rank, world_size, sm_scale * LOG2E_LITERAL,
+                                            CHUNK=chunk, N=n, BUG=bug)
     return scores
 
 
 def scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale, out=None):
     return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
                    out, NONE)
+
+
+def specializing_scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                        sm_scale, out=None):
+    """`scores`, compiled per upstream's constant set (one JIT compile per compile key)."""
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, NONE, specialize=True)
 
 
 def geometry(batch, max_seq_len, world_size, heads, max_query_len):
