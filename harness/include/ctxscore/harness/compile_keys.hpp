@@ -1,8 +1,12 @@
 // Compile keys: upstream's Triton kernel takes (HEADS, QUERY_LEN, RANK,
-// WORLD, CHUNK, N, SCALE) as compile-time constants, so every distinct set
-// a run draws costs a port one JIT compile. A CaseSource can hold a fuzz
-// run to a few such keys: cases still vary in lengths, tables, pages,
-// strides, out layouts and contents, and shrinking stays inside the keys.
+// WORLD, CHUNK, N, SCALE) as compile-time constants, and a JIT compiler
+// specializes on the call's integer arguments as well (Triton on whether
+// each is 1 or a multiple of 16), so every distinct key a run draws costs a
+// port a compile. A CaseSource can hold a fuzz run to a few keys, each one
+// case's constant set and call shape (B, S, pages, table and query strides,
+// out's layout); the cases of a key differ in their lengths, page tables
+// (out-of-range ids included) and contents, and shrinking stays inside the
+// keys.
 #pragma once
 
 #include <cstdint>
@@ -17,18 +21,20 @@ namespace ctxscore::harness {
 struct CompileKey {
   std::int64_t heads = 0, query_len = 0, world = 0, rank = 0, chunk = 0, tile_n = 0;
   double sm_scale = 0;
-  auto tied() const { return std::tie(heads, query_len, world, rank, chunk, tile_n, sm_scale); }
+  std::string call_shape;  // every integer the call passes besides the constants: shapes and strides
+  auto tied() const { return std::tie(heads, query_len, world, rank, chunk, tile_n, sm_scale, call_shape); }
   bool operator==(const CompileKey& o) const { return tied() == o.tied(); }
   bool operator<(const CompileKey& o) const { return tied() < o.tied(); }
-  std::string str() const;  // "H=4 QL=1 world=4 rank=1 CHUNK=4 N=16 sm_scale=0.0884"
+  std::string str() const;  // "H=4 QL=1 world=4 rank=1 CHUNK=4 N=16 sm_scale=0.0884 | B=2 S=4096 ..."
 };
 
-// The key a call of `c` compiles: §6's CHUNK (or the forced one) and tile N.
+// The key a call of `c` compiles: §6's CHUNK (or the forced one), tile N, and its call shape.
 CompileKey compile_key(const Case& c);
 
 // The cases of one fuzz run: case k is draw(seed + k). With max_keys > 0,
-// the run first draws max_keys keys from its seed alone (so every shard of
-// a run draws the same ones), then each case inside one of them.
+// the run first draws max_keys prototype cases from its seed alone (so
+// every shard of a run draws the same keys), then each case from one of
+// them: its lengths, page table and contents drawn anew.
 class CaseSource {
  public:
   CaseSource(const gen::CaseLimits& lim, std::uint64_t run_seed, std::int64_t max_keys);
@@ -40,8 +46,8 @@ class CaseSource {
 
  private:
   gen::CaseLimits lim_;
-  std::vector<CompileKey> keys_;                // distinct, sorted
-  std::vector<rc::Shrinkable<Case>> prototypes_;  // one case of each key, the fallback draw
+  std::vector<CompileKey> keys_;  // distinct
+  std::vector<Case> prototypes_;  // one case of each key
 };
 
 }  // namespace ctxscore::harness
