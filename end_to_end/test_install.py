@@ -46,13 +46,14 @@ def tree(root):
     return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files)
 
 
-def git_status():
-    done = subprocess.run(["git", "-C", SOURCE, "status", "--porcelain", "--ignored=no"], capture_output=True, text=True)
+def untracked_in_source():
+    """Files in the source tree that git neither tracks nor ignores (what a stray write would add)."""
+    done = subprocess.run(["git", "-C", SOURCE, "ls-files", "--others", "--exclude-standard"], capture_output=True, text=True)
     return done.stdout if done.returncode == 0 else None
 
 
 def test_install_then_gate_from_an_unrelated_directory(build_dir, tmp_path):
-    before = git_status()
+    before = untracked_in_source()
     temp_failures_before = set(glob.glob("/tmp/ctxscore-failures*"))
     prefix, wheels, site = tmp_path / "prefix", tmp_path / "wheels", tmp_path / "site"
     work, home, basetemp = tmp_path / "work", tmp_path / "home", tmp_path / "basetemp"
@@ -94,4 +95,4 @@ def test_install_then_gate_from_an_unrelated_directory(build_dir, tmp_path):
     assert tree(work) == ["test_gate.py"], tree(work)
     assert tree(home) == [], tree(home)
     assert set(glob.glob("/tmp/ctxscore-failures*")) == temp_failures_before
-    assert git_status() == before
+    assert untracked_in_source() == before

@@ -1,6 +1,6 @@
 """A run stopped early still reports: SIGTERM and SIGINT end it with the
 report of the cases judged so far, its JUnit file and exit status 3, and
-leave no port process behind; a time budget ends it cleanly; away from a
+leave no port process behind (nor a daemon the port started); a time budget ends it cleanly; away from a
 terminal a progress line comes about every 10 s."""
 import json
 import os
@@ -35,8 +35,9 @@ def test_a_signal_ends_the_run_with_a_report_a_junit_file_and_exit_3(ctxscore_bi
     junit = tmp_path / "report.xml"
     p = subprocess.Popen([ctxscore_bin, "fuzz", "--port", slow, "--cases", "1000", "--case-size", "small",
                           "--junit", str(junit)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                         env=dict(os.environ, CTXSCORE_FAILURE_DIR=str(tmp_path / "failures")))
+                         env=dict(os.environ, CTXSCORE_FAILURE_DIR=str(tmp_path / "failures"), SLOW_PORT_CHILD_TAG=marker))
     time.sleep(2)
+    assert not no_process_left(marker)  # the port and its daemon run
     p.send_signal(sig)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 3, (p.returncode, out, err)

@@ -48,12 +48,16 @@ TEST(PortMisbehaviour, EachGetsAVerdictTheCaseIsKeptAndTheChildIsReaped) {
       {"hang", "no reply within 3"},
       {"truncated", "mid-reply"},
       {"garbage_bytes", "no safetensors document"},
-      {"huge_length", "more than"},
+      {"huge_length", "more than the"},
       {"wrong_kind", "replied `geometry` to `score`"},
       {"wrong_shape", "expected F32 ["},
       {"wrong_dtype", "replied with out I32"},
       {"garbage_scores", "MISMATCH"},
       {"raises", "reported an error: RuntimeError: the kernel refused"},
+      {"never_reads", "did not read its request within the timeout"},
+      {"sleeps_before_reading", "within"},
+      {"huge_announced_reply", "announced a reply of 3221225472 bytes, more than the"},
+      {"setsid_child", "MISMATCH"},
   };
   for (const Misbehaviour& m : cases) {
     SCOPED_TRACE(m.name);
@@ -71,6 +75,9 @@ TEST(PortMisbehaviour, EachGetsAVerdictTheCaseIsKeptAndTheChildIsReaped) {
       EXPECT_NE(v.fixture.find("--port"), std::string::npos) << v.fixture;
     }
     EXPECT_TRUE(process_gone(pidfile)) << "the port's process outlived the harness's use of it";
+    if (fs::exists(pidfile.string() + ".child")) {  // a setsid() descendant is ended with its port
+      EXPECT_TRUE(process_gone(pidfile.string() + ".child")) << "the port's setsid() child outlived it";
+    }
   }
   // A port that never answers hello does not start, and says so.
   const fs::path pidfile = dir / "hang_at_hello.pid";

@@ -4,10 +4,12 @@
 // and the next call starts a fresh one.
 #include "ctxscore/harness/port.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 
 #include "ctxscore/harness/judge.hpp"
@@ -34,8 +37,67 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Bytes = std::vector<std::uint8_t>;
 
-// A reply holds at most a case's whole out storage and fresh scores: far below this.
-constexpr std::uint64_t kMaxReplyBytes = std::uint64_t{1} << 34;
+// A reply's safetensors header (its JSON, names and metadata) beyond its
+// tensors' bytes: a request's reply may announce at most its tensors plus this.
+constexpr std::uint64_t kReplyHeaderAllowance = std::uint64_t{1} << 20;
+
+// The most bytes a `scores` reply to a call of `host` in `mode` can hold:
+// the out storage it was given (when given) and fresh [H, T, L] fp32 scores.
+std::uint64_t scores_reply_bound(const HostCase& host, OutMode mode) {
+  const Case& c = host.spec;
+  const std::uint64_t fresh = static_cast<std::uint64_t>(c.heads) * static_cast<std::uint64_t>(c.tokens()) *
+                              static_cast<std::uint64_t>(std::max<std::int64_t>(c.local(), 0)) * 4;
+  const std::uint64_t out = mode == OutMode::absent ? 0 : static_cast<std::uint64_t>(host.out.size()) * 4;
+  return out + fresh + kReplyHeaderAllowance;
+}
+
+// Children of `parent` (from /proc), for ending what a port left behind.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> kids;
+  if (DIR* d = opendir("/proc")) {
+    while (const dirent* e = readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
+      std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const std::size_t close = stat.rfind(')');  // the command name may hold spaces and parentheses
+      if (close == std::string::npos) continue;
+      std::istringstream rest(stat.substr(close + 1));
+      char state = 0;
+      long long ppid = 0;
+      if (rest >> state >> ppid && ppid == parent) kids.push_back(static_cast<pid_t>(std::atoll(e->d_name)));
+    }
+    closedir(d);
+  }
+  return kids;
+}
+
+// Ports alive in this process: what an orphan sweep must leave running.
+std::set<pid_t>& live_ports() {
+  static std::set<pid_t> pids;
+  return pids;
+}
+
+// The harness is the subreaper of what it starts: a port's descendants
+// that outlive their parents (a daemon, a setsid() child) become the
+// harness's children, so that ending a port can end them too.
+void become_subreaper() {
+  static const bool done = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+  (void)done;
+}
+
+// Kills and reaps every child of the harness that is not a live port (the
+// descendants an ended port left behind, re-parented here), round after
+// round as their own children re-parent in turn.
+void end_orphans() {
+  for (int round = 0; round < 64; ++round) {
+    std::vector<pid_t> orphans;
+    for (pid_t p : children_of(getpid()))
+      if (live_ports().count(p) == 0) orphans.push_back(p);
+    if (orphans.empty()) return;
+    for (pid_t p : orphans) kill(p, SIGKILL);
+    for (pid_t p : orphans) waitpid(p, nullptr, 0);
+  }
+}
 
 double& timeout_flag() {
   static double t = 0;
@@ -53,6 +115,7 @@ std::string join(const std::vector<std::int64_t>& v) {
 class Child {
  public:
   explicit Child(const std::string& command) : command_(command) {
+    become_subreaper();
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &ignore, nullptr);  // a dead port's pipe is an error to report, not a signal
@@ -89,24 +152,26 @@ class Child {
       pid_ = -1;
       throw BackendError("port: cannot start `" + command + "`: " + std::strerror(rc));
     }
+    live_ports().insert(pid_);
   }
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
 
   // Closes its stdin, gives it a moment to leave, then kills its whole
-  // process group; always reaps it.
+  // process group and whatever of its descendants escaped the group; always
+  // reaps them, and removes its stderr file.
   ~Child() {
     if (to_ >= 0) close(to_);
     if (from_ >= 0) close(from_);
     if (pid_ > 0) {
       for (int k = 0; k < 20 && !reaped(); ++k) usleep(5000);
+      kill(-pid_, SIGKILL);  // the port, or anything it left behind in its group
       if (!reaped()) {
-        kill(-pid_, SIGKILL);
         int status = 0;
         waitpid(pid_, &status, 0);
-      } else {
-        kill(-pid_, SIGKILL);  // anything it left behind in its group
       }
+      live_ports().erase(pid_);
+      end_orphans();
     }
     if (!err_path_.empty()) unlink(err_path_.c_str());
   }
@@ -118,14 +183,16 @@ class Child {
     write_all(message.data(), message.size(), deadline);
   }
 
-  Bytes receive(Clock::time_point deadline) {
+  // Reads one reply of at most `max_bytes` (what the request implies): a
+  // larger announced length is refused before anything is allocated.
+  Bytes receive(Clock::time_point deadline, std::uint64_t max_bytes) {
     std::uint8_t len[8];
     read_all(len, 8, deadline, "the reply's length");
     std::uint64_t n = 0;
     for (int b = 0; b < 8; ++b) n |= static_cast<std::uint64_t>(len[b]) << (8 * b);
-    if (n > kMaxReplyBytes)
-      throw BackendError("port: a reply of " + std::to_string(n) + " bytes announced, more than the " +
-                         std::to_string(kMaxReplyBytes) + " a reply may have (garbage on stdout?)");
+    if (n > max_bytes)
+      throw BackendError("port: announced a reply of " + std::to_string(n) + " bytes, more than the " +
+                         std::to_string(max_bytes) + " a reply to this request can hold (garbage on stdout?); " + state());
     Bytes body(static_cast<std::size_t>(n));
     read_all(body.data(), body.size(), deadline, "a reply of " + std::to_string(n) + " bytes");
     return body;
@@ -289,7 +356,8 @@ class PortBackend : public Backend, public PortBackendApi {
   }
 
   Scored score(HostCase& host, OutMode mode) override {
-    const SafeTensors reply = exchange(call_message("score", host, mode, host.spec.max_seq_len), "scores");
+    const SafeTensors reply =
+        exchange(call_message("score", host, mode, host.spec.max_seq_len), "scores", scores_reply_bound(host, mode));
     return scores_of(reply, host, mode);
   }
 
@@ -301,7 +369,7 @@ class PortBackend : public Backend, public PortBackendApi {
     req.metadata = {{"message", "geometry"}, {"batch", std::to_string(batch)}, {"max_seq_len", std::to_string(max_seq_len)},
                     {"world_size", std::to_string(world)}, {"heads", std::to_string(heads)},
                     {"max_query_len", std::to_string(query_len)}};
-    const SafeTensors reply = exchange(req, "geometry");
+    const SafeTensors reply = exchange(req, "geometry", kReplyHeaderAllowance);
     PortGeometry g;
     const auto field = [&](const char* key) {
       const auto it = reply.metadata.find(key);
@@ -325,13 +393,13 @@ class PortBackend : public Backend, public PortBackendApi {
   // Sends one request, returns the reply of kind `want` (an `error` reply
   // becomes a BackendError with the port's message). Any failure kills the
   // child; the next request starts a new one.
-  SafeTensors exchange(const SafeTensors& request, const std::string& want) {
+  SafeTensors exchange(const SafeTensors& request, const std::string& want, std::uint64_t max_reply_bytes) {
     ensure_started();
     std::string reported;
     try {
       const Clock::time_point deadline = deadline_from_now();
       child_->send(encode_safetensors(request), deadline);
-      const Bytes raw = child_->receive(deadline);
+      const Bytes raw = child_->receive(deadline, max_reply_bytes);
       SafeTensors reply;
       try {
         reply = decode_safetensors(raw.data(), raw.size(), "the port's reply");
@@ -404,7 +472,7 @@ class PortBackend : public Backend, public PortBackendApi {
     try {
       const Clock::time_point deadline = deadline_from_now();
       child_->send(encode_safetensors(hello), deadline);
-      const Bytes raw = child_->receive(deadline);
+      const Bytes raw = child_->receive(deadline, kReplyHeaderAllowance);
       const SafeTensors reply = decode_safetensors(raw.data(), raw.size(), "the port's hello");
       if (reply.metadata.count("message") == 0 || reply.metadata.at("message") != "hello")
         throw BackendError("port " + shell_quoted(command_) + " did not answer `hello` with `hello`");
@@ -429,7 +497,8 @@ class PortCapture : public CapturedScore {
  public:
   PortCapture(PortBackend& port, const HostCase& dummy) : port_(port), spec_(dummy.spec) {}
   Scored replay(HostCase& real) override {
-    const SafeTensors reply = port_.exchange(call_message("replay", real, OutMode::given, spec_.max_seq_len), "scores");
+    const SafeTensors reply = port_.exchange(call_message("replay", real, OutMode::given, spec_.max_seq_len), "scores",
+                                             scores_reply_bound(real, OutMode::given));
     return port_.scores_of(reply, real, OutMode::given);
   }
 
@@ -440,7 +509,7 @@ class PortCapture : public CapturedScore {
 
 std::unique_ptr<CapturedScore> PortBackend::capture(HostCase& dummy, std::int64_t captured_bound) {
   if (!supports("capture")) return nullptr;
-  exchange(call_message("capture", dummy, OutMode::given, captured_bound), "captured");
+  exchange(call_message("capture", dummy, OutMode::given, captured_bound), "captured", kReplyHeaderAllowance);
   return std::make_unique<PortCapture>(*this, dummy);
 }
 

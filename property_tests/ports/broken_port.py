@@ -31,7 +31,19 @@ while True:
     if m["message"] == "hello":
         if behaviour == "hang_at_hello":
             time.sleep(3600)
+        if behaviour == "setsid_child":  # a descendant out of the port's process group, as a daemon makes one
+            child = os.fork()
+            if child == 0:
+                os.setsid()
+                time.sleep(3600)
+                os._exit(0)
+            with open(os.environ["CTXSCORE_TEST_PIDFILE"] + ".child", "w") as f:
+                f.write(str(child))
         reply({}, {"message": "hello", "name": "broken:" + behaviour, "supports": "score"})
+        if behaviour == "never_reads":
+            time.sleep(3600)
+        if behaviour == "sleeps_before_reading":
+            time.sleep(5)
         continue
     out = t.get("out")
     good = {"out": np.array(out, np.float32)} if out is not None else {}
@@ -53,13 +65,19 @@ while True:
         stdout.write(struct.pack("<Q", 1 << 40))
         stdout.flush()
         time.sleep(3600)
+    elif behaviour == "huge_announced_reply":  # plausible for some reply, far more than this request's
+        stdout.write(struct.pack("<Q", 3 << 30))
+        stdout.flush()
+        time.sleep(3600)
+    elif behaviour == "sleeps_before_reading":
+        reply(good, {"message": "scores"})
     elif behaviour == "wrong_kind":
         reply({}, {"message": "geometry"})
     elif behaviour == "wrong_shape":
         reply({"out": np.zeros(3, np.float32)}, {"message": "scores"})
     elif behaviour == "wrong_dtype":
         reply({"out": np.zeros(out.shape if out is not None else 1, np.int32)}, {"message": "scores"})
-    elif behaviour == "garbage_scores":  # a well-formed reply of wrong values
+    elif behaviour in ("garbage_scores", "setsid_child"):  # a well-formed reply of wrong values
         if out is not None:
             good["out"] = np.random.default_rng(1).standard_normal(out.shape).astype(np.float32)
         reply(good, {"message": "scores"})
