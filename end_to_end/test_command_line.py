@@ -58,6 +58,10 @@ def test_fixtures_check_defaults_to_out_given_and_to_the_installed_corpus(run):
     (["fuzz", "--no-such-flag"], "--no-such-flag"),
     (["fixtures", "check", "/nonexistent/fixtures"], "/nonexistent/fixtures"),
     (["fuzz", "--backend", "cuda"], "cuda"),
+    (["fuzz", "--port-timeout", "nan"], "--port-timeout"),
+    (["fuzz", "--time-budget", "inf"], "--time-budget"),
+    (["fuzz", "--seed", "-1"], "--seed"),
+    (["verify", "--seed", "1e3"], "--seed"),
 ])
 def test_bad_usage_exits_2_naming_what_was_wrong(run, args, names):
     done = run(*args)
@@ -107,3 +111,25 @@ def test_the_readmes_replay_examples_reproduce_a_failure(run, port_command, ctxs
         line = example.replace("FIXTURE", fixture).replace("PORT", "'" + planted.replace("'", "'\\''") + "'")
         again = run_as_printed(line, ctxscore_bin, tmp_path)
         assert again.returncode == 1 and "FAIL" in again.stdout + again.stderr, (line, again.stdout, again.stderr)
+
+
+def test_a_malformed_environment_value_is_bad_input(run):
+    done = run("fuzz", "--cases", "1", env={"CTXSCORE_PORT_TIMEOUT": "abc"})
+    assert done.returncode == 2 and 'CTXSCORE_PORT_TIMEOUT = "abc"' in done.stderr, done.stderr
+
+
+def test_junit_into_a_directory_is_refused_and_leaves_nothing(run, tmp_path):
+    target = tmp_path / "reports"
+    target.mkdir()
+    done = run("fuzz", "--cases", "1", "--junit", str(target))
+    assert done.returncode == 2 and "--junit" in done.stderr, done.stderr
+    assert sorted(os.listdir(tmp_path)) == ["reports"] and not os.listdir(target)
+
+
+def test_control_bytes_from_files_reach_the_terminal_escaped(run, tmp_path):
+    hostile = tmp_path / "x\x1b[2J\x07.safetensors"
+    hostile.write_bytes(b"\x10" + b"\x00" * 7 + b'{"\x1b[31m": 1}')
+    done = run("fixtures", "check", str(hostile), "--backend", "reference")
+    assert done.returncode == 2, done.stdout + done.stderr  # a malformed fixture is bad input
+    assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout + done.stderr
+    assert "\\x1b" in done.stdout

@@ -2,14 +2,17 @@
 // check), fuzzing of a backend against its oracle, and `verify`, the job
 // ci/verify runs. Every judgement goes through the harness's run_and_judge.
 //
-// Exit status: 0 passed; 1 a backend failed; 2 bad usage or bad input;
-// 3 interrupted (SIGINT or SIGTERM; the report of what was judged is written).
+// Exit status: 0 passed; 1 a backend failed; 2 bad usage or bad input (a
+// malformed fixture too, when no backend failed); 3 interrupted (SIGINT or
+// SIGTERM; the report of what was judged is written).
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -176,7 +179,7 @@ Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::
       f = read_fixture(path.string());
     } catch (const std::exception& e) {
       s.add_error(path.filename().string(), std::string("malformed fixture: ") + e.what());
-      if (print) std::printf("%-8s %s\n", "BAD", e.what());
+      if (print) std::printf("%-8s %s\n", "BAD", harness::printable(e.what()).c_str());
       continue;
     }
     for (OutMode m : modes) {
@@ -192,9 +195,9 @@ Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::
       s.add(name, v, fs::absolute(path).string() + " (replay: ctxscore fixtures check " + harness::shell_quoted(fs::absolute(path).string()) + " " +
                          b.replay_flags() + (m == OutMode::given ? "" : std::string(" --out-mode ") + harness::out_mode_name(m)) + ")");
       if (print)
-        std::printf("%-8s %-60s written %7lld  worst ratio %.3g%s%s\n", v.ok() ? "ok" : "FAIL", name.c_str(),
+        std::printf("%-8s %-60s written %7lld  worst ratio %.3g%s%s\n", v.ok() ? "ok" : "FAIL", harness::printable(name).c_str(),
                     static_cast<long long>(v.report.written), v.report.worst_ratio, v.ok() ? "" : "\n         ",
-                    v.ok() ? "" : v.str().c_str());
+                    v.ok() ? "" : harness::printable(v.str()).c_str());
     }
   }
   if (s.stopped.empty() && harness::stop_signal()) s.stopped = stop_reason(budget, static_cast<std::int64_t>(s.rows.size()));
@@ -312,8 +315,8 @@ Suite fuzz(Backend& b, const FuzzPlan& plan, bool print, const harness::TimeBudg
         again = "  drawn case again: ctxscore fuzz " + b.replay_flags() + " --cases 1 --seed " + std::to_string(case_seed) +
                 " --out-mode " + harness::out_mode_name(o.out) + (plan.size.empty() ? "" : " --case-size " + plan.size) + "\n";
       std::fprintf(stderr, "%sFAIL case %lld, seed %llu\n  shrunk: %s\n  %s\n  fixture: %s\n%s", tty ? "\r" : "",
-                   static_cast<long long>(k), static_cast<unsigned long long>(case_seed), v.spec.str().c_str(),
-                   v.str().c_str(), v.fixture.c_str(), again.c_str());
+                   static_cast<long long>(k), static_cast<unsigned long long>(case_seed), harness::printable(v.spec.str()).c_str(),
+                   harness::printable(v.str()).c_str(), v.fixture.c_str(), again.c_str());
     }
     if (tty && (s.stats.cases % 16 == 0 || k + plan.shard_count >= plan.cases))
       std::fprintf(stderr, "\r[%lld/%lld] %s vs %s: %lld failures, worst ratio %.3g", static_cast<long long>(s.stats.cases),
@@ -428,6 +431,28 @@ int verify_command(const VerifyPlan& plan, Report& report, bool print, const har
   return report.ok() ? kPassed : kFailed;
 }
 
+// A positive, finite number of seconds (CLI11's PositiveNumber lets NaN through).
+const CLI::Validator kPositiveSeconds(
+    [](std::string& text) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !std::isfinite(v) || v <= 0)
+        return "\"" + harness::printable(text) + "\", expected a positive, finite number of seconds";
+      return "";
+    },
+    "SECONDS");
+
+// A seed: a decimal integer in [0, 2^64) (an unsigned parse would wrap "-1").
+const CLI::Validator kSeed(
+    [](std::string& text) -> std::string {
+      std::uint64_t v = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+        return "\"" + harness::printable(text) + "\", expected a decimal integer from 0 to 18446744073709551615";
+      return "";
+    },
+    "SEED");
+
 // "K/N" with 1 <= K <= N: this run takes the cases k with k % N == K - 1.
 std::pair<std::int64_t, std::int64_t> parse_shard(const std::string& text) {
   const auto slash = text.find('/');
@@ -494,7 +519,7 @@ int main(int argc, char** argv) {
   auto* gen_cmd = fixtures->add_subcommand("generate", "Write fixtures: the corpus by default, a named case, or --count cases of a random class");
   gen_cmd->add_option("--out", out_dir, "directory to write into")->required();
   gen_cmd->add_option("--class", cls, "a named case (ctxscore cases), or a random class: random, gpu, m3");
-  gen_cmd->add_option("--seed", seed, "first generator seed of a random class")->capture_default_str();
+  gen_cmd->add_option("--seed", seed, "first generator seed of a random class")->capture_default_str()->check(kSeed);
   gen_cmd->add_option("--count", count, "cases of a random class")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   std::vector<std::string> paths;
   auto* check_cmd = fixtures->add_subcommand("check", "Run a backend on fixtures and judge it; non-zero exit on any failure");
@@ -507,7 +532,7 @@ int main(int argc, char** argv) {
   auto* fuzz_cmd = app.add_subcommand("fuzz", "Random cases against the backend's oracle; failing cases become fixtures");
   add_backend(fuzz_cmd, fuzz_mode, "given, absent, too_small, or mixed (drawn per case: half absent)");
   fuzz_cmd->add_option("--cases", fuzz_plan.cases, "how many cases")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
-  fuzz_cmd->add_option("--seed", fuzz_plan.seed, "case k uses seed + k")->capture_default_str();
+  fuzz_cmd->add_option("--seed", fuzz_plan.seed, "case k uses seed + k")->capture_default_str()->check(kSeed);
   fuzz_cmd->add_option("--max-failures", fuzz_plan.max_failures, "stop after this many failing cases (0: run them all)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   fuzz_cmd->add_option("--case-size", fuzz_plan.size, "small (the CPU suite's sizes, for slow ports), large (the GPU suite's) or m3 (M3's shapes at the GPU suite's sizes); default: the backend's")
@@ -526,7 +551,7 @@ int main(int argc, char** argv) {
   port_options.push_back(verify_cmd->add_option("--port", plan.port, "also verify a port (its command line)"));
   verify_cmd->add_option("--case-size", plan.case_size, "small, large or m3 (as for fuzz)")->check(CLI::IsMember({"small", "large", "m3"}));
   verify_cmd->add_option("--port-cases", plan.port_cases, "fuzz cases for the port")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
-  verify_cmd->add_option("--seed", plan.seed, "fuzz seed")->capture_default_str();
+  verify_cmd->add_option("--seed", plan.seed, "fuzz seed")->capture_default_str()->check(kSeed);
   verify_cmd->add_option("--compile-keys", plan.compile_keys, "as for fuzz")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
   verify_cmd->add_flag("--json", as_json, "print JSON");
   verify_cmd->add_option("--junit", junit, "also write a JUnit XML report here");
@@ -534,13 +559,13 @@ int main(int argc, char** argv) {
   double port_timeout = 0;
   for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd}) {
     cmd->add_option("--port-timeout", port_timeout, "seconds a port may take per request (default $CTXSCORE_PORT_TIMEOUT, else 60)")
-        ->check(CLI::PositiveNumber);
+        ->check(kPositiveSeconds);
     cmd->add_option("--failures", failures, "where failing cases are written (default $CTXSCORE_FAILURE_DIR, else ./ctxscore-failures)");
   }
   for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd})
     cmd->add_option("--time-budget", time_budget,
                     "seconds: no new case or fixture starts once they are spent; the report says how many ran (default: none)")
-        ->check(CLI::PositiveNumber);
+        ->check(kPositiveSeconds);
 
   try {
     app.parse(argc, argv);
@@ -550,6 +575,9 @@ int main(int argc, char** argv) {
   }
   try {
     harness::apply_ctest_gpu_assignment();
+    harness::port_timeout_seconds();  // a malformed $CTXSCORE_PORT_TIMEOUT is bad input, named before anything runs
+    if (!junit.empty() && fs::is_directory(junit))
+      throw CLI::ValidationError("--junit", junit + " is a directory; expected the path of the XML file to write");
     for (const CLI::Option* o : port_options)
       if (o->count() > 0 && (o->as<std::string>().find_first_not_of(" \t") == std::string::npos))
         throw CLI::ValidationError(o->get_name(), "an empty command line (an unset variable?); expected the port's command, "
@@ -588,7 +616,13 @@ int main(int argc, char** argv) {
     else std::cout << report.table();
     std::cout.flush();
     if (report.interrupted_by) return kInterrupted;
-    return rc != kPassed || !report.ok() ? kFailed : kPassed;
+    std::int64_t failures = 0, malformed = 0;
+    for (const Suite& suite : report.suites) {
+      failures += suite.stats.failures;
+      malformed += suite.errors;
+    }
+    if (failures > 0) return kFailed;
+    return malformed > 0 ? kBadInput : rc != kPassed || !report.ok() ? kFailed : kPassed;
   } catch (const CLI::Error& e) {
     app.exit(e);
     return kBadInput;

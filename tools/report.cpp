@@ -49,8 +49,9 @@ std::string Report::table() const {
     int shown = 0;
     for (const Row& r : s.rows)
       if (!r.ok && shown++ < 5)
-        o << "    FAIL " << r.name << ": " << r.message << (r.spec.empty() ? "" : "\n      case: " + r.spec)
-          << (r.where.empty() ? "" : "\n      fixture: " + r.where) << "\n";
+        o << "    FAIL " << harness::printable(r.name) << ": " << harness::printable(r.message)
+          << (r.spec.empty() ? "" : "\n      case: " + harness::printable(r.spec))
+          << (r.where.empty() ? "" : "\n      fixture: " + harness::printable(r.where)) << "\n";
   }
   for (const std::string& a : absent) o << "not available: " << a << "\n";
   if (interrupted_by) o << "result: INTERRUPTED by signal " << interrupted_by << " (the cases above were judged)\n";
@@ -122,7 +123,10 @@ void write_junit(const Report& r, const std::string& path) {
     std::ofstream f(tmp, std::ios::trunc);
     if (!(f << o.str()) || !f.flush()) throw std::runtime_error("--junit: cannot write " + tmp);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("--junit: cannot rename " + tmp + " to " + path);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());  // nothing half-written is left behind
+    throw std::runtime_error("--junit: cannot rename " + tmp + " to " + path);
+  }
 }
 
 }  // namespace ctxscore::cli

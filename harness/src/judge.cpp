@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
@@ -57,6 +58,22 @@ void run_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expecte
 }  // namespace
 
 std::string out_mode_flags(OutMode m) { return m == OutMode::given ? "" : std::string(" --out-mode ") + out_mode_name(m); }
+
+std::string printable(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (const char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u < 0x20 || u == 0x7f) {
+      char esc[5];
+      std::snprintf(esc, sizeof esc, "\\x%02x", u);
+      o += esc;
+    } else {
+      o += ch;
+    }
+  }
+  return o;
+}
 
 std::string shell_quoted(const std::string& s) {
   const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {

@@ -339,7 +339,10 @@ SafeTensors call_message(const char* kind, const HostCase& host, OutMode mode, s
 
 class PortBackend : public Backend, public PortBackendApi {
  public:
-  explicit PortBackend(std::string command) : command_(std::move(command)) { start(); }
+  explicit PortBackend(std::string command) : command_(std::move(command)) {
+    port_timeout_seconds();  // a malformed $CTXSCORE_PORT_TIMEOUT is the caller's error, before any port runs
+    start();
+  }
 
   std::string name() const override { return "port"; }
   std::string port_name() override { return port_name_; }
@@ -518,8 +521,12 @@ std::unique_ptr<CapturedScore> PortBackend::capture(HostCase& dummy, std::int64_
 double port_timeout_seconds() {
   if (timeout_flag() > 0) return timeout_flag();
   if (const char* env = std::getenv("CTXSCORE_PORT_TIMEOUT"); env && *env) {
-    const double v = std::atof(env);
-    if (v > 0) return v;
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (*end != '\0' || !std::isfinite(v) || v <= 0)
+      throw std::invalid_argument(std::string("CTXSCORE_PORT_TIMEOUT = \"") + printable(env) +
+                                  "\", expected a positive, finite number of seconds");
+    return v;
   }
   return 60;
 }

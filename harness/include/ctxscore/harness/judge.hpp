@@ -40,6 +40,9 @@ Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& op
 
 // The flags that select out mode `m` again on a command line ("" for given, the default).
 std::string out_mode_flags(OutMode m);
+// `s` with control bytes (and DEL) escaped as \xNN: text from a fixture or
+// a port is shown on a terminal only so.
+std::string printable(const std::string& s);
 // `s` as one word for /bin/sh: as it is when that is safe, else single-quoted.
 std::string shell_quoted(const std::string& s);
 

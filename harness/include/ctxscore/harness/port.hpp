@@ -12,7 +12,8 @@
 namespace ctxscore::harness {
 
 // Seconds a port may take for one request before it is judged hung and
-// killed: CTXSCORE_PORT_TIMEOUT, else 60.
+// killed: CTXSCORE_PORT_TIMEOUT, else 60. Throws std::invalid_argument
+// when CTXSCORE_PORT_TIMEOUT is not a positive, finite number.
 double port_timeout_seconds();
 void set_port_timeout_seconds(double seconds);  // the --port-timeout flag
 
