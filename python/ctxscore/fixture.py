@@ -1,8 +1,17 @@
 """ctxscore fixtures (fixtures/FORMAT.md, versions 1 and 2) with numpy alone,
 and the case's buffers laid out as the fixture describes them."""
+import json
+import math
+import os
+import re
+import stat
+import struct
+
 import numpy as np
 
 from . import safetensors
+
+FORMAT_VERSION = 2  # the newest fixture format this reader takes (fixtures/FORMAT.md)
 
 BASE = ("idx_q", "index_cache", "block_table", "seq_lens", "expected", "written", "tolerance")
 SELECTION = ("selection_higher", "selection_lower", "selection_margin")
@@ -54,34 +63,251 @@ class Fixture:
                     local_score=f32_of_bits(m["selection_local_score_bits"]))
 
 
+MAX_HEADER_BYTES = 1 << 24  # as the C++ reader
+MAX_LAYOUT_ELEMS = 1 << 26  # the most elements a fixture's buffers may describe (FORMAT.md)
+LOG2E_LITERAL = 1.4426950409
+# FORMAT.md's number grammars (ASCII only; no '+', '_', spaces or leading zeros).
+_DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)")
+_REAL = re.compile(r"-?(nan|inf|([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?)")
+_BITS = re.compile(r"0x[0-9a-fA-F]{8}")
+
+
+def _read_bytes(path):
+    """The file's bytes, header first: a non-regular file, or one whose size
+    contradicts its header, is refused before its body is read."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise FixtureError(path, "file", f"cannot stat: {e.strerror}")
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+        raise FixtureError(path, "file", f"{kind}, expected a regular .safetensors file")
+    size = st.st_size
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if size >= 8:
+                (n,) = struct.unpack("<Q", head)
+                if n == 0:
+                    raise FixtureError(path, "header length", "0, expected a JSON header of at least 2 bytes")
+                if n > MAX_HEADER_BYTES:
+                    raise FixtureError(path, "header length", f"{n} bytes, more than the {MAX_HEADER_BYTES} a fixture header may have")
+                if n > size - 8:
+                    raise FixtureError(path, "header length", f"{n} bytes past the end: the file has {size - 8} bytes after the length field")
+                header = f.read(n)
+                declared = _declared_data_bytes(header)
+                if declared is not None and declared != size - 8 - n:
+                    raise FixtureError(path, "file size", f"{size} bytes, while its header declares {8 + n + declared}")
+                f.seek(0)
+            return f.read()
+    except OSError as e:
+        raise FixtureError(path, "file", f"cannot read: {e.strerror}")
+
+
+def _declared_data_bytes(header):
+    try:
+        j = json.loads(header)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(j, dict):
+        return None
+    end = 0
+    for name, entry in j.items():
+        if name == "__metadata__":
+            continue
+        off = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not isinstance(off, list) or len(off) != 2 or type(off[1]) is not int or off[1] < 0:
+            return None
+        end = max(end, off[1])
+    return end
+
+
+class _Meta:
+    """The metadata's fields, parsed as the C++ reader parses them."""
+
+    def __init__(self, path, meta):
+        self.path, self.m = path, meta
+
+    def fail(self, key, problem):
+        raise FixtureError(self.path, "__metadata__." + key, problem)
+
+    def text(self, key):
+        if key not in self.m:
+            self.fail(key, "missing")
+        return self.m[key]
+
+    def integer(self, key, lo, hi):
+        s = self.text(key)
+        if not _DECIMAL.fullmatch(s):
+            self.fail(key, f"{s!r} is not a decimal integer")
+        v = int(s)
+        if not lo <= v <= hi:
+            self.fail(key, f"{s}, expected {lo} <= value <= {hi}")
+        return v
+
+    def real(self, key):
+        s = self.text(key)
+        if not _REAL.fullmatch(s):
+            self.fail(key, f"{s!r} is not a number")
+        return float(s)
+
+    def bits(self, key):
+        s = self.text(key)
+        if not _BITS.fullmatch(s):
+            self.fail(key, f"{s!r}, expected fp32 bits as 0x followed by 8 hex digits")
+        return int(s, 16)
+
+
+def _f32(x):
+    with np.errstate(over="ignore"):
+        return np.float32(x)
+
+
+def _bits(x):
+    return int(np.array([x], np.float32).view(np.uint32)[0])
+
+
+def written_set(lens, QL, G, L, rank, world):
+    """[T, L] of 0/1: the slots CONTRACT.md section 4 writes."""
+    w = np.zeros((len(lens) * QL, L), np.uint8)
+    for i, length in enumerate(int(x) for x in lens):
+        reach = min(-(-length // 128), G)
+        scan = min(L, -(-max(reach - rank, 0) // world))
+        w[i * QL:(i + 1) * QL, :max(scan, 0)] = 1
+    return w
+
+
 def read(path):
-    with open(path, "rb") as f:
-        raw = f.read()
+    """The fixture at `path`, validated by every rule of FORMAT.md before
+    anything is laid out; FixtureError (file, field, value, rule) otherwise."""
+    raw = _read_bytes(path)
     try:
         tensors, meta = safetensors.decode(raw, path)
     except safetensors.FormatError as e:
         raise FixtureError(path, e.field, e.problem)
-    if meta.get("format") != "ctxscore-fixture" or meta.get("format_version") not in ("1", "2"):
-        raise FixtureError(path, "__metadata__", "not a ctxscore fixture of format version 1 or 2")
-    wanted = BASE + (SELECTION if meta["format_version"] == "2" else ())
-    for name in wanted:
-        if name not in tensors:
-            raise FixtureError(path, name, "missing tensor")
-    for name in tensors:
+    return _validate(path, tensors, meta)
+
+
+def _validate(path, t, meta):
+    m = _Meta(path, meta)
+    if m.text("format") != "ctxscore-fixture":
+        m.fail("format", f"{meta['format']!r}, expected 'ctxscore-fixture'")
+    version = m.integer("format_version", 1, FORMAT_VERSION)
+    wanted = BASE + (SELECTION if version >= 2 else ())
+    for name in t:
         if name not in wanted:
-            raise FixtureError(path, name, f"unexpected tensor in format version {meta['format_version']}")
-    for key in ("max_query_len", "max_seq_len", "rank", "world", "global_blocks", "sm_scale", "sentinel_bits",
-                "q_token_stride", "q_head_stride", "table_row_stride", "out_rows", "out_slots", "out_head_stride",
-                "out_row_stride", "out_slot_stride"):
-        if key not in meta:
-            raise FixtureError(path, "__metadata__." + key, "missing")
-    try:
-        f = Fixture(path, tensors, meta)
-    except (ValueError, KeyError) as e:
-        raise FixtureError(path, "__metadata__", f"does not parse: {e}")
-    if f.T != f.B * f.QL or tensors["expected"].shape != (f.H, f.T, f.L):
-        raise FixtureError(path, "expected", f"shape {list(tensors['expected'].shape)}, expected [{f.H}, {f.T}, {f.L}]")
-    return f
+            raise FixtureError(path, name, f"unexpected tensor in format version {version}")
+    kinds = {"idx_q": ("BF16", 3), "index_cache": ("BF16", 3), "block_table": ("I32", 2), "seq_lens": ("I32", 1),
+             "expected": ("F32", 3), "written": ("U8", 2), "tolerance": ("F32", 3), "selection_higher": ("I32", 3),
+             "selection_lower": ("I32", 3), "selection_margin": ("F32", 2)}
+    for name in wanted:
+        if name not in t:
+            raise FixtureError(path, name, "missing tensor")
+        dtype, rank = kinds[name]
+        if safetensors.NAMES[t[name].dtype.str] != dtype or t[name].ndim != rank:
+            raise FixtureError(path, name, f"{safetensors.NAMES[t[name].dtype.str]} of rank {t[name].ndim}, "
+                                           f"expected {dtype} of rank {rank}")
+    m.integer("seed", 0, (1 << 64) - 1)
+    world = m.integer("world", 1, 1 << 20)
+    rank = m.integer("rank", 0, world - 1)
+    S = m.integer("max_seq_len", 1, 1 << 40)
+    QL = m.integer("max_query_len", 1, 1 << 20)
+    sm_scale = m.real("sm_scale")
+    if not math.isfinite(sm_scale):
+        m.fail("sm_scale", f"{meta['sm_scale']}, expected a finite number")
+    scale = _f32(sm_scale * LOG2E_LITERAL)
+    if m.bits("scale_bits") != _bits(scale):
+        m.fail("scale_bits", f"{meta['scale_bits']} contradicts sm_scale {meta['sm_scale']}")
+    if _f32(m.real("scale")) != scale:
+        m.fail("scale", f"{meta['scale']} contradicts scale_bits {meta['scale_bits']}")
+    sentinel = np.array([m.bits("sentinel_bits")], np.uint32).view(np.float32)[0]
+    stated = _f32(m.real("sentinel"))
+    if not (stated == sentinel or (np.isnan(stated) and np.isnan(sentinel))):
+        m.fail("sentinel", f"{meta['sentinel']} contradicts sentinel_bits {meta['sentinel_bits']}")
+    q, cache, table, lens = t["idx_q"], t["index_cache"], t["block_table"], t["seq_lens"]
+    if q.shape[2] != 128:
+        raise FixtureError(path, "idx_q", f"shape {list(q.shape)}, expected [T, H, 128]")
+    if cache.shape[0] < 1 or cache.shape[1:] != (128, 128):
+        raise FixtureError(path, "index_cache", f"shape {list(cache.shape)}, expected [P >= 1, 128, 128]")
+    T, H = q.shape[0], q.shape[1]
+    B = lens.shape[0]
+    if H < 1:
+        raise FixtureError(path, "idx_q", f"shape {list(q.shape)}, expected at least one head")
+    if T != B * QL:
+        raise FixtureError(path, "idx_q", f"shape {list(q.shape)} has T = {T} tokens, but seq_lens has B = {B} "
+                                          f"requests of max_query_len {QL} (T must be B*QL)")
+    G = -(-S // 128)
+    L = -(-G // world)
+    if m.integer("global_blocks", 0, (1 << 63) - 1) != G:
+        m.fail("global_blocks", f"{meta['global_blocks']} contradicts max_seq_len {S}: ceil(S/128) = {G}")
+    if m.integer("local_slots", 0, (1 << 63) - 1) != L:
+        m.fail("local_slots", f"{meta['local_slots']} contradicts global_blocks and world: ceil(G/world) = {L}")
+    if table.shape[0] != B:
+        raise FixtureError(path, "block_table", f"shape {list(table.shape)} has {table.shape[0]} rows, seq_lens has {B}")
+    for name, want in (("expected", (H, T, L)), ("written", (T, L)), ("tolerance", (H, T, L))):
+        if t[name].shape != want:
+            raise FixtureError(path, name, f"shape {list(t[name].shape)}, expected {list(want)}")
+    if H * T * L > MAX_LAYOUT_ELEMS or cache.shape[0] * 16384 > 8 * MAX_LAYOUT_ELEMS:
+        raise FixtureError(path, "expected", f"this fixture is larger than the {MAX_LAYOUT_ELEMS} elements a fixture may describe")
+    width = table.shape[1]
+    table_row_stride = m.integer("table_row_stride", width, width + MAX_LAYOUT_ELEMS)
+    q_head_stride = m.integer("q_head_stride", 128, MAX_LAYOUT_ELEMS)
+    q_token_stride = m.integer("q_token_stride", H * q_head_stride, MAX_LAYOUT_ELEMS)
+    if T * q_token_stride > MAX_LAYOUT_ELEMS:
+        m.fail("q_token_stride", f"the query buffer it asks for exceeds {MAX_LAYOUT_ELEMS} elements")
+    if B * table_row_stride > MAX_LAYOUT_ELEMS:
+        m.fail("table_row_stride", f"the table buffer it asks for exceeds {MAX_LAYOUT_ELEMS} elements")
+    out_rows = m.integer("out_rows", T, T + MAX_LAYOUT_ELEMS)
+    out_slots = m.integer("out_slots", L, L + MAX_LAYOUT_ELEMS)
+    strides = [m.integer(k, 1, MAX_LAYOUT_ELEMS) for k in ("out_head_stride", "out_row_stride", "out_slot_stride")]
+    span = 1
+    for stride, extent in sorted(zip(strides, (H, out_rows, out_slots))):
+        if extent > 1 and stride < span:
+            m.fail("out_*_stride", f"strides {tuple(strides)} make distinct elements of out alias")
+        if extent > 1:
+            span = stride * (extent - 1) + span
+        if span > MAX_LAYOUT_ELEMS:
+            m.fail("out_*_stride", f"the out buffer they ask for exceeds {MAX_LAYOUT_ELEMS} elements")
+    has_chunk, has_grid = "geometry_chunk" in meta, "geometry_grid_y" in meta
+    if has_chunk != has_grid:
+        m.fail("geometry_grid_y" if has_chunk else "geometry_chunk", "missing: a forced geometry needs both")
+    for key in ("geometry_teams", "geometry_ring_pages"):
+        if key in meta and not has_chunk:
+            m.fail(key, "given without geometry_chunk and geometry_grid_y")
+    if has_chunk:
+        m.integer("geometry_chunk", 1, 1 << 30), m.integer("geometry_grid_y", 1, 1 << 30)
+        for key in ("geometry_teams", "geometry_ring_pages"):
+            if key in meta:
+                m.integer(key, 1, 64)
+    written = t["written"]
+    if (written > 1).any():
+        raise FixtureError(path, "written", f"element {int(np.argmax(written > 1))} is {int(written.max())}, expected 0 or 1")
+    want = written_set(lens, QL, G, L, rank, world)
+    if not np.array_equal(written, want):
+        r, j = np.argwhere(written != want)[0]
+        raise FixtureError(path, "written", f"element [{r}, {j}] is {written[r, j]} but the contract "
+                                            f"{'writes' if want[r, j] else 'does not write'} that slot for these seq_lens")
+    w = np.broadcast_to(written.astype(bool), (H, T, L))
+    exp, tol = t["expected"], t["tolerance"]
+    sentinel_bits = _bits(sentinel)
+    if (~w & (exp.view(np.uint32) != sentinel_bits)).any():
+        raise FixtureError(path, "expected", "an unwritten slot does not hold the sentinel's bits")
+    if (w & (np.isnan(exp) | np.isposinf(exp))).any():
+        raise FixtureError(path, "expected", "a written slot holds NaN or +inf, expected a finite score or -inf")
+    if not (np.isfinite(tol) & (tol >= 0)).all():
+        raise FixtureError(path, "tolerance", "a tolerance is negative, NaN or infinite, expected finite and >= 0")
+    if (~w & (tol != 0)).any():
+        raise FixtureError(path, "tolerance", "an unwritten slot has a non-zero tolerance, expected 0")
+    if version >= 2:
+        k = m.integer("selection_k", 1, 4096)
+        m.integer("selection_init_blocks", 0, 0xFFFF), m.integer("selection_local_keep", 0, 0xFFFF)
+        m.bits("selection_init_score_bits"), m.bits("selection_local_score_bits")
+        if G >= 0xFFFF:
+            m.fail("max_seq_len", f"{S} gives G = {G}, but a selection key holds G < 65535")
+        for name, want_shape in (("selection_higher", (H, T, k)), ("selection_lower", (H, T, k)), ("selection_margin", (H, T))):
+            if t[name].shape != want_shape:
+                raise FixtureError(path, name, f"shape {list(t[name].shape)}, expected {list(want_shape)}")
+    return Fixture(path, t, meta)
 
 
 def files_under(paths):

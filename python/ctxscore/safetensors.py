@@ -2,6 +2,7 @@
 header length, a JSON header, then the tensor bytes. Used for fixtures and
 for the port protocol's messages."""
 import json
+import math
 import struct
 
 import numpy as np
@@ -25,10 +26,12 @@ def decode(raw, source):
     (n,) = struct.unpack("<Q", raw[:8])
     if n == 0 or n > len(raw) - 8:
         raise FormatError(source, "header length", f"{n} bytes, the data has {len(raw) - 8} after the length")
+    if b"\0" in bytes(raw[8:8 + n]):
+        raise FormatError(source, "header", "a NUL byte: a header is JSON, padded with spaces")
     try:
         header = json.loads(bytes(raw[8:8 + n]))
-    except ValueError as e:
-        raise FormatError(source, "header", f"not valid JSON: {e}")
+    except (ValueError, RecursionError) as e:
+        raise FormatError(source, "header", f"not valid JSON: {type(e).__name__}: {e}")
     if not isinstance(header, dict):
         raise FormatError(source, "header", "expected a JSON object")
     meta = header.pop("__metadata__", {})
@@ -40,13 +43,13 @@ def decode(raw, source):
         if not isinstance(entry, dict) or entry.get("dtype") not in DTYPES:
             raise FormatError(source, name, f"missing or unknown dtype in {entry!r}")
         shape, offsets = entry.get("shape"), entry.get("data_offsets")
-        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        if not isinstance(shape, list) or not all(type(d) is int and 0 <= d < (1 << 63) for d in shape):
             raise FormatError(source, name + ".shape", f"{shape!r}, expected non-negative integers")
-        if not isinstance(offsets, list) or len(offsets) != 2 or not all(isinstance(o, int) for o in offsets):
+        if not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets):
             raise FormatError(source, name + ".data_offsets", f"{offsets!r}, expected [begin, end]")
         dtype = np.dtype(DTYPES[entry["dtype"]])
         begin, stop = offsets
-        if not 0 <= begin <= stop <= len(data) or stop - begin != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+        if not 0 <= begin <= stop <= len(data) or stop - begin != math.prod(shape) * dtype.itemsize:
             raise FormatError(source, name + ".data_offsets", f"{offsets} do not hold {entry['dtype']} {shape}")
         tensors[name] = np.frombuffer(data[begin:stop], dtype=dtype).reshape(shape)
         end = max(end, stop)

@@ -1,0 +1,60 @@
+"""One validity rule, two readers: every malformed variant of corpus
+fixtures (fixture_mutations.py) gets the same verdict, accepted or BAD,
+from the C++ reader (`ctxscore fixtures check`) and the Python one
+(`ctxscore.fixture.read`), with no signal, traceback, hang or more than
+256 MB; a FIFO and a directory named like a fixture are refused by both."""
+import json
+import os
+import resource
+import subprocess
+import sys
+
+from conftest import SOURCE
+from fixture_mutations import variants
+
+sys.path.insert(0, os.path.join(SOURCE, "python"))
+from ctxscore import fixture as fx  # noqa: E402
+
+CORPUS = os.path.join(SOURCE, "fixtures", "corpus")
+SOURCES = ("length_0.safetensors", "strided_layouts.safetensors")
+
+
+def test_both_readers_classify_every_variant_alike(ctxscore_bin, tmp_path):
+    names = []
+    for source in SOURCES:
+        raw = open(os.path.join(CORPUS, source), "rb").read()
+        for k, (what, data) in enumerate(variants(raw)):
+            name = f"{source.split('.')[0]}_{k:03d}.safetensors"
+            (tmp_path / name).write_bytes(data)
+            names.append((name, what))
+    assert len(names) >= 300, len(names)
+    os.mkfifo(tmp_path / "a_fifo.safetensors")
+    (tmp_path / "a_directory.safetensors").mkdir()
+    names += [("a_fifo.safetensors", "a FIFO"), ("a_directory.safetensors", "a directory")]
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    done = subprocess.run([ctxscore_bin, "fixtures", "check", str(tmp_path), "--backend", "reference", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    peak_mb = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    assert done.returncode in (1, 2), (done.returncode, done.stderr[-2000:])  # never a signal
+    suite = json.loads(done.stdout)["suites"][0]
+    cpp_bad = {row["name"].split(" ")[0] for row in suite["failing"] if row["message"].startswith("malformed fixture")}
+    cpp_failed = {row["name"].split(" ")[0] for row in suite["failing"]} - cpp_bad
+    assert not cpp_failed, f"read, then failed the reference: {sorted(cpp_failed)[:5]}"
+    if not os.environ.get("CTXSCORE_SANITIZED"):
+        assert peak_mb < 256, peak_mb
+
+    disagree = []
+    for name, what in names:
+        try:
+            fx.read(str(tmp_path / name))
+            py_bad = False
+        except fx.FixtureError:
+            py_bad = True
+        if py_bad != (name in cpp_bad):
+            disagree.append(f"{name} ({what}): C++ {'BAD' if name in cpp_bad else 'accepts'}, "
+                            f"Python {'BAD' if py_bad else 'accepts'}")
+    assert not disagree, f"{len(disagree)} of {len(names)} variants:\n" + "\n".join(disagree[:40])
+    accepted = len(names) - len(cpp_bad)
+    print(f"{len(names)} variants, {len(cpp_bad)} BAD in both, {accepted} accepted by both")
+    assert 0 < accepted < len(names) // 4, accepted  # some variants are valid on purpose; most are not
