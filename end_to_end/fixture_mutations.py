@@ -95,7 +95,7 @@ def variants(raw):
     def expected_nan(a):
         a[np.isfinite(a) & (a != np.float32(-12345))] = np.nan
     out.append(("expected_nan_on_written", with_tensor_values(raw, "expected", expected_nan)))
-    for factor in (1.0, 100.0, 1e30):
+    for factor in (1.0, 1.001, 100.0, 1e30):
         def scale(a, f=factor):
             a *= np.float32(f)
         out.append((f"tolerance_times_{factor:g}", with_tensor_values(raw, "tolerance", scale)))

@@ -28,6 +28,11 @@ from .port import load
 from .tensors import Buffers, to_numpy, torch_available
 
 
+def printable(text):
+    """Control bytes (and DEL) as \\xNN: text from a file reaches the terminal only so."""
+    return "".join(c if 0x20 <= ord(c) != 0x7F else f"\\x{ord(c):02x}" for c in text)
+
+
 def judge_scores(f, got, sentinel_storage=None, out_storage=None):
     """(problems, worst error/tolerance ratio) for scores [H, >=T, >=L]; with
     out_storage, also every element outside the written set kept its bits."""
@@ -128,7 +133,11 @@ def main(argv=None):
             f = fx.read(path)
         except fx.FixtureError as e:
             bad += 1
-            print(f"BAD   {name:48} malformed fixture: {e}")
+            print(f"BAD   {name:48} malformed fixture: {printable(str(e))}")
+            continue
+        except Exception as e:  # a reader defect must still leave a verdict, and the other files judged
+            bad += 1
+            print(f"BAD   {name:48} the reader failed ({type(e).__name__}): {printable(str(e))}")
             continue
         for with_out in (True, False):
             label = name + ("" if with_out else " out=None")

@@ -167,6 +167,40 @@ def _bits(x):
     return int(np.array([x], np.float32).view(np.uint32)[0])
 
 
+SUM_ERR = 128.0 / 8388608.0  # CONTRACT.md section 5: 128 terms, fp32's 2^-23
+TOLERANCE_ALLOWANCE = 1.0 / 1048576.0  # FORMAT.md: a stored tolerance's relative allowance over the recomputed one
+
+
+def tolerance_caps(q_bits, cache_bits, table, lens, QL, rank, world, G, L, scale):
+    """[H, T, L] float64: the largest tolerance FORMAT.md allows each written
+    element, recomputed from the inputs (the contract's bound widened by the
+    rounding of the exact score to fp32, times 1 + the allowance); 0 elsewhere."""
+    q = widen_bf16(q_bits).astype(np.float64)  # [T, H, 128]
+    T, H, _ = q.shape
+    P = cache_bits.shape[0]
+    caps = np.zeros((H, T, L))
+    scale64 = float(np.float32(scale))
+    for i, length in enumerate(int(x) for x in lens):
+        reach = min(-(-length // 128), G)
+        scan = min(L, -(-max(reach - rank, 0) // world))
+        rows = q[i * QL:(i + 1) * QL]  # [QL, H, 128]
+        for j in range(max(scan, 0)):
+            b = j * world + rank
+            page = widen_bf16(cache_bits[min(max(int(table[i, b]), 0), P - 1)]).astype(np.float64)  # [128 pos, 128]
+            dots = rows @ page.T  # [QL, H, pos]
+            mags = np.abs(rows) @ np.abs(page).T
+            for t in range(QL):
+                n = min(max(length - QL + t + 1 - b * 128, 0), 128)
+                if n == 0:
+                    continue  # exact -inf: judged bitwise, no tolerance
+                exact = (scale64 * dots[t, :, :n]).max(axis=1)
+                stored = exact.astype(np.float32)
+                ulp = np.spacing(np.abs(stored)).astype(np.float64)
+                bound = abs(scale64) * SUM_ERR * mags[t, :, :n].max(axis=1) + ulp
+                caps[:, i * QL + t, j] = (bound + np.abs(exact - stored.astype(np.float64))) * (1 + TOLERANCE_ALLOWANCE)
+    return caps
+
+
 def written_set(lens, QL, G, L, rank, world):
     """[T, L] of 0/1: the slots CONTRACT.md section 4 writes."""
     w = np.zeros((len(lens) * QL, L), np.uint8)
@@ -298,6 +332,12 @@ def _validate(path, t, meta):
         raise FixtureError(path, "tolerance", "a tolerance is negative, NaN or infinite, expected finite and >= 0")
     if (~w & (tol != 0)).any():
         raise FixtureError(path, "tolerance", "an unwritten slot has a non-zero tolerance, expected 0")
+    caps = tolerance_caps(q, cache, table, lens, QL, rank, world, G, L, scale)
+    loose = w & np.isfinite(exp) & (tol.astype(np.float64) > caps)
+    if loose.any():
+        h, r, j = np.argwhere(loose)[0]
+        raise FixtureError(path, "tolerance", f"{tol[h, r, j]!r} at [{h}, {r}, {j}] exceeds the contract's bound recomputed "
+                                              f"from the inputs ({caps[h, r, j]:.9g} with the allowance of 2^-20)")
     if version >= 2:
         k = m.integer("selection_k", 1, 4096)
         m.integer("selection_init_blocks", 0, 0xFFFF), m.integer("selection_local_keep", 0, 0xFFFF)
