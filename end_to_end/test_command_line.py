@@ -4,6 +4,7 @@ when run exactly as printed."""
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -133,3 +134,16 @@ def test_control_bytes_from_files_reach_the_terminal_escaped(run, tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr  # a malformed fixture is bad input
     assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout + done.stderr
     assert "\\x1b" in done.stdout
+
+
+def test_port_workers_given_garbage_say_so_in_one_line(ctxscore_bin):
+    tools = os.path.dirname(ctxscore_bin)
+    workers = [[os.path.join(tools, "ctxscore-native-port"), os.path.join(tools, "libctxscore_reference_port.so")],
+               [sys.executable, "-m", "ctxscore.port", "ctxscore.ports.numpy_port:scores", "--tensors", "numpy"]]
+    env = dict(os.environ, PYTHONPATH=os.path.join(SOURCE, "python"))
+    for worker in workers:
+        for garbage in (b"hello world, this is not the protocol\n", b"\x10" + b"\0" * 7 + b"notjson!notjson!"):
+            done = subprocess.run(worker, input=garbage, capture_output=True, env=env, timeout=60)
+            err = done.stderr.decode()
+            assert done.returncode == 2, (worker, done.returncode, err)
+            assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -55,6 +55,8 @@ def test_both_readers_classify_every_variant_alike(ctxscore_bin, tmp_path):
             disagree.append(f"{name} ({what}): C++ {'BAD' if name in cpp_bad else 'accepts'}, "
                             f"Python {'BAD' if py_bad else 'accepts'}")
     assert not disagree, f"{len(disagree)} of {len(names)} variants:\n" + "\n".join(disagree[:40])
+    python_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert python_peak_mb < 256, python_peak_mb
     accepted = len(names) - len(cpp_bad)
     print(f"{len(names)} variants, {len(cpp_bad)} BAD in both, {accepted} accepted by both")
     assert 0 < accepted < len(names) // 4, accepted  # some variants are valid on purpose; most are not

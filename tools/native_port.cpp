@@ -49,6 +49,10 @@ Library open_library(const std::string& path) {
   return l;
 }
 
+// The largest request the worker reads: far past any case's buffers, far
+// below what eight bytes of text announce.
+constexpr std::uint64_t kMaxRequestBytes = std::uint64_t{1} << 38;
+
 bool read_exact(void* p, std::size_t n) {
   auto* c = static_cast<char*>(p);
   while (n > 0) {
@@ -340,6 +344,9 @@ int main(int argc, char** argv) {
       if (!read_exact(len, 8)) return 0;  // the harness is done
       std::uint64_t n = 0;
       for (int k = 0; k < 8; ++k) n |= static_cast<std::uint64_t>(len[k]) << (8 * k);
+      if (n > kMaxRequestBytes)
+        throw std::runtime_error("a request of " + std::to_string(n) + " bytes announced, more than the " +
+                                 std::to_string(kMaxRequestBytes) + " a request may have (is stdin the port protocol?)");
       Bytes body(static_cast<std::size_t>(n));
       if (!read_exact(body.data(), body.size())) throw std::runtime_error("the harness closed stdin mid-message");
       const SafeTensors request = ctxscore::decode_safetensors(body.data(), body.size(), "the harness's request");
@@ -357,6 +364,9 @@ int main(int argc, char** argv) {
         send(err);
       }
     }
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "ctxscore-native-port: out of memory for a request\n");
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ctxscore-native-port: %s\n", e.what());
     return 2;

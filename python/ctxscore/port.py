@@ -29,13 +29,19 @@ from . import safetensors
 from .tensors import Buffers, to_numpy, torch_available
 
 
-def read_frame(stream):
+MAX_REQUEST_BYTES = 1 << 38  # far past any case's buffers, far below what eight bytes of text announce
+
+
+def read_frame(stream, limit=MAX_REQUEST_BYTES):
     head = stream.read(8)
     if not head:
         return None
     if len(head) < 8:
         raise EOFError("the harness closed the pipe mid-length")
     (n,) = struct.unpack("<Q", head)
+    if n > limit:
+        raise EOFError(f"a message of {n} bytes announced, more than the {limit} one may have "
+                       "(is stdin the port protocol?)")
     body = stream.read(n)
     if len(body) < n:
         raise EOFError(f"the harness closed the pipe mid-message ({len(body)} of {n} bytes)")
@@ -205,7 +211,11 @@ def main(argv=None):
     buffers = Buffers(args.tensors or ("torch" if torch_available() else "numpy"), args.device)
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr  # whatever the function prints must not reach the protocol
-    return Worker(fn, geometry, buffers, args.name or args.function).serve(sys.stdin.buffer, protocol_out)
+    try:
+        return Worker(fn, geometry, buffers, args.name or args.function).serve(sys.stdin.buffer, protocol_out)
+    except (EOFError, MemoryError, safetensors.FormatError) as e:  # not the protocol on stdin: one line, no traceback
+        print(f"python3 -m ctxscore.port: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
