@@ -28,6 +28,14 @@ std::string python_port(const std::string& script_args, const fs::path& pidfile)
          script_args;
 }
 
+// The ports' stderr files in the temporary directory: each must go with its port.
+std::size_t port_stderr_files() {
+  std::size_t n = 0;
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
+    n += e.path().filename().string().rfind("ctxscore-port-stderr-", 0) == 0;
+  return n;
+}
+
 bool process_gone(const fs::path& pidfile) {
   std::ifstream f(pidfile);
   pid_t pid = 0;
@@ -36,6 +44,7 @@ bool process_gone(const fs::path& pidfile) {
 }
 
 TEST(PortMisbehaviour, EachGetsAVerdictTheCaseIsKeptAndTheChildIsReaped) {
+  const std::size_t stderr_files = port_stderr_files();
   const fs::path dir = fs::temp_directory_path() / ("ctxscore-port-test-" + std::to_string(getpid()));
   fs::create_directories(dir);
   harness::set_failure_dir((dir / "failures").string());
@@ -88,18 +97,21 @@ TEST(PortMisbehaviour, EachGetsAVerdictTheCaseIsKeptAndTheChildIsReaped) {
     EXPECT_NE(std::string(e.what()).find("did not start"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(process_gone(pidfile));
+  EXPECT_EQ(port_stderr_files(), stderr_files) << "a port's stderr file was left in the temporary directory";
   harness::set_failure_dir("");
   harness::set_port_timeout_seconds(0);
   fs::remove_all(dir);
 }
 
 TEST(PortMisbehaviour, AnUnstartableCommandIsNamed) {
+  const std::size_t stderr_files = port_stderr_files();
   try {
     harness::make_backend("port", "exec /nonexistent/port-binary");
     ADD_FAILURE() << "accepted";
   } catch (const harness::BackendError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/port-binary"), std::string::npos) << e.what();
   }
+  EXPECT_EQ(port_stderr_files(), stderr_files);
 }
 
 }  // namespace

@@ -124,8 +124,12 @@ class Child {
     if (err < 0) throw BackendError(std::string("port: cannot make a file for its stderr: ") + std::strerror(errno));
     err_path_ = err_path;
     int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
-      throw BackendError(std::string("port: pipe: ") + std::strerror(errno));
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
+      const int e = errno;
+      close(err);
+      unlink(err_path);  // a constructor that throws runs no destructor: nothing may be left behind
+      throw BackendError(std::string("port: pipe: ") + std::strerror(e));
+    }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
@@ -150,6 +154,9 @@ class Child {
     fcntl(from_, F_SETFL, fcntl(from_, F_GETFL) | O_NONBLOCK);
     if (rc != 0) {
       pid_ = -1;
+      close(to_);
+      close(from_);
+      unlink(err_path);
       throw BackendError("port: cannot start `" + command + "`: " + std::strerror(rc));
     }
     live_ports().insert(pid_);
