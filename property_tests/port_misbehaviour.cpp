@@ -28,13 +28,36 @@ std::string python_port(const std::string& script_args, const fs::path& pidfile)
          script_args;
 }
 
-// The ports' stderr files in the temporary directory: each must go with its port.
+// The ports' stderr files in the temporary directory ($TMPDIR): each must go with its port.
 std::size_t port_stderr_files() {
   std::size_t n = 0;
   for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
     n += e.path().filename().string().rfind("ctxscore-port-stderr-", 0) == 0;
   return n;
 }
+
+// This test's own $TMPDIR for the duration of a scope, so that counting its
+// ports' files is not disturbed by other processes.
+class OwnTempDir {
+ public:
+  OwnTempDir() : dir_(fs::temp_directory_path() / ("ctxscore-port-tmp-" + std::to_string(getpid()))) {
+    const char* old = std::getenv("TMPDIR");
+    old_ = old ? old : "";
+    had_ = old != nullptr;
+    fs::create_directories(dir_);
+    setenv("TMPDIR", dir_.c_str(), 1);
+  }
+  ~OwnTempDir() {
+    if (had_) setenv("TMPDIR", old_.c_str(), 1);
+    else unsetenv("TMPDIR");
+    fs::remove_all(dir_);
+  }
+
+ private:
+  fs::path dir_;
+  std::string old_;
+  bool had_ = false;
+};
 
 bool process_gone(const fs::path& pidfile) {
   std::ifstream f(pidfile);
@@ -44,6 +67,7 @@ bool process_gone(const fs::path& pidfile) {
 }
 
 TEST(PortMisbehaviour, EachGetsAVerdictTheCaseIsKeptAndTheChildIsReaped) {
+  const OwnTempDir tmp;
   const std::size_t stderr_files = port_stderr_files();
   const fs::path dir = fs::temp_directory_path() / ("ctxscore-port-test-" + std::to_string(getpid()));
   fs::create_directories(dir);
@@ -104,6 +128,7 @@ TEST(PortMisbehaviour, EachGetsAVerdictTheCaseIsKeptAndTheChildIsReaped) {
 }
 
 TEST(PortMisbehaviour, AnUnstartableCommandIsNamed) {
+  const OwnTempDir tmp;
   const std::size_t stderr_files = port_stderr_files();
   try {
     harness::make_backend("port", "exec /nonexistent/port-binary");

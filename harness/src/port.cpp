@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -119,7 +120,8 @@ class Child {
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &ignore, nullptr);  // a dead port's pipe is an error to report, not a signal
-    char err_path[] = "/tmp/ctxscore-port-stderr-XXXXXX";
+    std::string err_template = (std::filesystem::temp_directory_path() / "ctxscore-port-stderr-XXXXXX").string();
+    char* err_path = err_template.data();
     const int err = mkstemp(err_path);
     if (err < 0) throw BackendError(std::string("port: cannot make a file for its stderr: ") + std::strerror(errno));
     err_path_ = err_path;
