@@ -147,3 +147,16 @@ def test_port_workers_given_garbage_say_so_in_one_line(ctxscore_bin):
             err = done.stderr.decode()
             assert done.returncode == 2, (worker, done.returncode, err)
             assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_port_that_ignores_sm_scale_fails_fuzz_and_the_corpus(run, port_command):
+    planted = port_command("ctxscore.ports.numpy_port:ignores_sm_scale")
+    fuzzed = run("fuzz", "--port", planted, "--cases", "100", "--case-size", "small", "--max-failures", "1")
+    assert fuzzed.returncode == 1, fuzzed.stdout + fuzzed.stderr
+    shrunk = re.search(r"shrunk: (Case\{.*\})", fuzzed.stderr).group(1)
+    assert "sm_scale=0.088388347648318447" not in shrunk, shrunk  # the shrunk case keeps another scale
+    checked = run("fixtures", "check", "--port", planted)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    failing = re.findall(r"^FAIL\s+(\S+)", checked.stdout, re.M)
+    assert set(failing) == {"sm_scale_negative.safetensors", "sm_scale_one_sixteenth.safetensors"}, failing
+    assert "BAD" not in checked.stdout

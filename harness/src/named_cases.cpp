@@ -121,6 +121,12 @@ std::vector<NamedCase> build_registry() {
           .query_strides(3 * 136 + 5, 136)
           .out(2 * 2 + 2, local_slots(global_blocks(768), 2) + 1, 1, 3, 3 * (2 * 2 + 2))
           .build());
+  add(CaseFamily::edge, "sm_scale 1/16, not upstream's 1/sqrt(128): a kernel must take the argument",
+      CaseBuilder("sm_scale_one_sixteenth").seed(47).heads(2).query_len(2).world(2).rank(1).bound(1024).pages(3)
+          .sm_scale(0.0625).lens({700, 300}).build());
+  add(CaseFamily::edge, "a negative sm_scale: the max of the scaled scores is not the scaled max",
+      CaseBuilder("sm_scale_negative").seed(48).heads(2).world(2).rank(0).bound(768).pages(3)
+          .sm_scale(-0.08838834764831845).lens({600, 140}).build());
   add(CaseFamily::edge, "a forced chunking, CHUNK 1, with programs past the last slot",
       CaseBuilder("forced_chunk_1_extra_programs").seed(46).heads(2).world(2).rank(1).bound(2048).pages(3)
           .lens({1000, 400})

@@ -1,7 +1,8 @@
 """The context-parallel block scoring in numpy, with upstream's signature:
 numpy float32 inputs (exact widenings of bf16), `out` written in place when it
-fits [H, >=T, >=L], else fresh scores returned. `cutoff_slack_one` scores one
-position past the causal cutoff: a planted bug the checker must reject."""
+fits [H, >=T, >=L], else fresh scores returned. Planted bugs the checker and
+the harness must reject: `cutoff_slack_one` scores one position past the
+causal cutoff; `ignores_sm_scale` bakes in upstream's 1/sqrt(128)."""
 import numpy as np
 
 LOG2E_LITERAL = 1.4426950409  # the literal SCALE is formed with
@@ -38,6 +39,12 @@ def scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_s
            out=None):
     return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
                    out, cutoff_slack=0)
+
+
+def ignores_sm_scale(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                     sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                   0.08838834764831845, out, cutoff_slack=0)
 
 
 def cutoff_slack_one(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,

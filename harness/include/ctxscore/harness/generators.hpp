@@ -75,6 +75,20 @@ inline rc::Gen<std::int64_t> genBound(const CaseLimits& lim) {
   });
 }
 
+// sm_scale: upstream's 1/sqrt(128) most often (shrinks go there), else
+// another positive value, a tiny or a large one, or a negative one (the max
+// of the scaled scores, not the scaled max).
+inline rc::Gen<double> genSmScale() {
+  constexpr double kUpstream = 0.08838834764831845;
+  return rc::gen::weightedOneOf<double>({
+      {6, rc::gen::just(kUpstream)},
+      {2, rc::gen::map(rc::gen::inRange(1, 1000), [](int k) { return k / 1000.0; })},
+      {1, rc::gen::element(1e-6, 3e-5)},
+      {1, rc::gen::element(4.0, 16.0)},
+      {1, rc::gen::map(rc::gen::inRange(1, 1000), [](int k) { return -k / 1000.0; })},
+  });
+}
+
 // A request length from the classes that matter for a bound and query length.
 inline rc::Gen<std::int32_t> genSeqLen(std::int64_t bound, std::int64_t ql) {
   const auto len = [](std::int64_t v) { return static_cast<std::int32_t>(std::max<std::int64_t>(v, 0)); };
@@ -181,6 +195,7 @@ inline rc::Gen<Case> genCase(const CaseLimits& lim) {
     c.world = *rc::gen::weightedOneOf<std::int64_t>(
         {{3, rc::gen::inRange<std::int64_t>(lim.min_world, lim.max_world + 1)}, {1, rc::gen::just(std::int64_t{lim.max_world})}});
     c.rank = lim.fixed_rank >= 0 ? std::min(lim.fixed_rank, c.world - 1) : *rc::gen::inRange<std::int64_t>(0, c.world);
+    c.sm_scale = *genSmScale();
     c.pages = *rc::gen::inRange<std::int64_t>(1, lim.max_pages + 1);
     const std::int64_t batch = *rc::gen::inRange<std::int64_t>(1, lim.max_batch + 1);
     const std::int64_t rows = batch * c.query_len * c.heads;
@@ -258,6 +273,8 @@ inline void classify(const Case& c, harness::OutMode out = harness::OutMode::giv
       {c.q_head_stride % 8 != 0 || c.q_token_stride % 8 != 0, "query rows not 16-byte aligned"},
       {c.out_rows > c.tokens() || c.out_slots > c.local() || c.out_slot_stride != 1, "larger strided out"},
       {c.max_seq_len >= (1 << 16), "bound >= 2^16"},
+      {c.sm_scale != 0.08838834764831845, "sm_scale other than 1/sqrt(128)"},
+      {c.sm_scale < 0, "negative sm_scale"},
       {out == harness::OutMode::absent, "out absent (fresh buffer)"},
       {out == harness::OutMode::too_small, "out too small (fresh buffer, given one untouched)"},
   };
