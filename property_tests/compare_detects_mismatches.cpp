@@ -9,6 +9,7 @@
 
 #include "ctxscore/compare.hpp"
 #include "ctxscore/harness/generators.hpp"
+#include "ctxscore/harness/named_cases.hpp"
 #include "scored_case.hpp"
 
 namespace ctxscore {
@@ -74,6 +75,38 @@ TEST(Compare, FlagsAValueJustOutsideTheBound) {
   EXPECT_EQ(r.first->at.slot, 0);
   EXPECT_EQ(r.first->at.page, 0);
   EXPECT_NE(r.summary().find("outside_bound"), std::string::npos);
+}
+
+// The edge of the bound on every written element of several cases at once:
+// 0.99 of the bound either way passes everywhere, 1.01 fails everywhere.
+TEST(Compare, TheBoundsEdgeHoldsOnEveryElement) {
+  std::int64_t probed = 0;
+  for (const char* name : {"world_1", "strided_layouts", "speculative_decode_ql4", "sm_scale_negative"}) {
+    const Case& c = harness::named_case(name).spec;
+    const Judged j{test::score_case(c), materialize(c).out};
+    const ScoresView o = j.s.host.out_layout();
+    for (const double factor : {0.99, 1.01})
+      for (const double sign : {1.0, -1.0}) {
+        std::vector<float> after = j.s.host.out;
+        std::int64_t moved = 0;
+        for (std::int64_t h = 0; h < c.heads; ++h)
+          for (std::int64_t row = 0; row < c.tokens(); ++row)
+            for (std::int64_t slot = 0; slot < c.local(); ++slot) {
+              if (!j.s.ref.is_written(row, slot)) continue;
+              const std::size_t e = static_cast<std::size_t>(j.s.ref.index(h, row, slot));
+              if (!std::isfinite(j.s.ref.exact[e])) continue;
+              after[static_cast<std::size_t>(o.offset(h, row, slot))] =
+                  static_cast<float>(j.s.ref.exact[e] + sign * factor * j.s.ref.bound[e]);
+              ++moved;
+            }
+        ASSERT_GE(moved, 8) << name;
+        probed += moved;
+        const CompareReport r = judge(j, after);
+        if (factor < 1) EXPECT_TRUE(r.ok()) << name << " at " << sign * factor << " of the bound: " << r.summary();
+        else EXPECT_EQ(r.mismatches, moved) << name << " at " << sign * factor << " of the bound: " << r.summary();
+      }
+  }
+  EXPECT_GT(probed, 400);
 }
 
 TEST(Compare, FlagsEachKindOfWrongElement) {

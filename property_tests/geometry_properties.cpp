@@ -11,27 +11,29 @@ namespace {
 
 bool is_pow2(std::int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
-// Every geometry claim for one (batch, local slots) point; returns "" or the broken claim.
-std::string geometry_violation(std::int64_t batch, std::int64_t local) {
-  const std::int64_t c = score_chunks(batch, local);
-  const std::int64_t cc = min64(local, c);
-  const std::int64_t chunk = next_pow2(ceil_div(local, cc));
-  const std::int64_t grid_y = ceil_div(local, chunk);
-  if (grid_y * chunk < local) return "slots dropped: grid_y*CHUNK < L";
-  if ((grid_y - 1) * chunk >= local) return "a program empty by geometry: (grid_y-1)*CHUNK >= L";
-  if (!is_pow2(chunk)) return "CHUNK not a power of two";
-  if ((c - 1) * ceil_div(local, c) >= local) return "chunk count leaves a program empty before rounding";
-  if (batch * grid_y > max64(kTargetGrid, batch)) return "grid exceeds the target";
-  if (grid_y > kTargetGrid) return "grid_y exceeds the target";
+// Every geometry claim for the geometry the kernel launches, launch_geometry's
+// (never a re-derivation): "" or the broken claim.
+std::string geometry_violation(std::int64_t batch, const Geometry& g) {
+  const std::int64_t local = g.local;
+  if (g.grid_x != batch) return "grid_x is not the batch";
+  if (g.chunks < 1 || g.chunks > max64(local, 1)) return "chunk count outside [1, L]";
+  if (g.grid_y * g.chunk < local) return "slots dropped: grid_y*CHUNK < L";
+  if ((g.grid_y - 1) * g.chunk >= local) return "a program empty by geometry: (grid_y-1)*CHUNK >= L";
+  if (!is_pow2(g.chunk)) return "CHUNK not a power of two";
+  if ((g.chunks - 1) * ceil_div(local, g.chunks) >= local) return "chunk count leaves a program empty before rounding";
+  if (batch * g.grid_y > max64(kTargetGrid, batch)) return "grid exceeds the target";
+  if (g.grid_y > kTargetGrid) return "grid_y exceeds the target";
   return "";
 }
 
 TEST(Geometry, ExhaustiveBatchTimesLocalSlots) {
-  // batch 1..4096 × local slots 1..8192: 33.5M points, a few seconds.
+  // batch 1..4096 × local slots 1..8192 (world 1, S = 128·L): 33.5M points, a few seconds.
   std::int64_t checked = 0;
   for (std::int64_t batch = 1; batch <= 4096; ++batch)
     for (std::int64_t local = 1; local <= 8192; ++local, ++checked) {
-      const std::string v = geometry_violation(batch, local);
+      const Geometry g = launch_geometry(batch, local * kBlockTokens, 1, 4, 1);
+      if (g.local != local) FAIL() << "launch_geometry gives L=" << g.local << " for S=" << local * kBlockTokens << ", world 1";
+      const std::string v = geometry_violation(batch, g);
       if (!v.empty()) FAIL() << v << " at batch=" << batch << " local=" << local;
     }
   EXPECT_EQ(checked, 4096 * 8192);
@@ -39,10 +41,13 @@ TEST(Geometry, ExhaustiveBatchTimesLocalSlots) {
 
 RC_GTEST_PROP(Geometry, RandomPointsUpTo2Pow20, ()) {
   const auto batch = *rc::gen::inRange<std::int64_t>(1, (1 << 20) + 1);
-  const auto local = *rc::gen::inRange<std::int64_t>(1, (1 << 20) + 1);
+  const auto bound = *rc::gen::inRange<std::int64_t>(1, (std::int64_t{1} << 27) + 1);
+  const auto world = *rc::gen::inRange<std::int64_t>(1, 17);
+  const Geometry g = launch_geometry(batch, bound, world, 4, 1);
   RC_CLASSIFY(batch > kTargetGrid, "batch past the target grid");
-  RC_CLASSIFY(local > 8192, "local past the exhaustive range");
-  const std::string v = geometry_violation(batch, local);
+  RC_CLASSIFY(g.local > 8192, "local past the exhaustive range");
+  RC_ASSERT(g.local == ceil_div(ceil_div(bound, kBlockTokens), world));  // §4's L, restated
+  const std::string v = geometry_violation(batch, g);
   RC_ASSERT(v == "");
 }
 

@@ -73,12 +73,18 @@ TEST(PortMisbehaviour, EachGetsAVerdictTheCaseIsKeptAndTheChildIsReaped) {
   fs::create_directories(dir);
   harness::set_failure_dir((dir / "failures").string());
   harness::set_port_timeout_seconds(3);
+  // Start-up has its own limit, longer under the sanitizers' slower processes.
+#ifdef CTXSCORE_SANITIZED
+  harness::set_port_startup_timeout_seconds(30);
+#else
+  harness::set_port_startup_timeout_seconds(10);
+#endif
   const Case c = harness::CaseBuilder("port_misbehaviour").heads(2).world(2).rank(1).bound(512).pages(2)
                      .lens({300, 40}).build();
   const Misbehaviour cases[] = {
       {"crash", "killed by signal"},
       {"exit", "exited with status 3"},
-      {"hang", "no reply within 3"},
+      {"hang", "no reply within 3 s"},
       {"truncated", "mid-reply"},
       {"garbage_bytes", "no safetensors document"},
       {"huge_length", "more than the"},
@@ -124,6 +130,7 @@ TEST(PortMisbehaviour, EachGetsAVerdictTheCaseIsKeptAndTheChildIsReaped) {
   EXPECT_EQ(port_stderr_files(), stderr_files) << "a port's stderr file was left in the temporary directory";
   harness::set_failure_dir("");
   harness::set_port_timeout_seconds(0);
+  harness::set_port_startup_timeout_seconds(0);
   fs::remove_all(dir);
 }
 

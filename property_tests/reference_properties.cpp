@@ -191,20 +191,6 @@ RC_GTEST_PROP(Reference, UnwrittenElementsKeepTheirSentinel, ()) {
     else RC_ASSERT(float_bits(s.host.out[e]) != float_bits(c.sentinel));
 }
 
-RC_GTEST_PROP(Reference, WrittenValuesAreTheRoundedExactScores, ()) {
-  Case c = *gen::genCase(cpu_limits());
-  const auto s = score_case(c);
-  RC_ASSERT(!s.ref.out_of_contract);
-  for (std::int64_t h = 0; h < c.heads; ++h)
-    for (std::int64_t row = 0; row < c.tokens(); ++row)
-      for (std::int64_t j = 0; j < c.local(); ++j)
-        if (s.ref.is_written(row, j)) {
-          const std::size_t e = static_cast<std::size_t>(s.ref.index(h, row, j));
-          RC_ASSERT(float_bits(stored(s, h, row, j)) == float_bits(stored_value(s.ref.exact[e])));
-          RC_ASSERT(s.ref.bound[e] >= 0.0);
-        }
-}
-
 // The GEMM reference against the plain-loop scorer (no shared scoring code):
 // same written set and pages, stored scores within the loops' bound.
 RC_GTEST_PROP(Reference, AgreesWithThePlainLoopScorer, ()) {

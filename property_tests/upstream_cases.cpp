@@ -50,6 +50,10 @@ TEST(UpstreamCases, TwoRequestsWorld2EachRank) {
           const float want = fp32_score(s.host, row, h, b, c.block_table[static_cast<std::size_t>(row * c.table_width + b)]);
           ASSERT_TRUE(std::isfinite(want));  // QL = 1: every written block has a qualifying position
           EXPECT_NEAR(got, want, 2e-2 + 2e-2 * std::fabs(want)) << "rank " << rank << " row " << row << " head " << h;
+          // The contract's derived bound as well: an fp32 sum in upstream's order lies within it of the exact score.
+          const std::size_t e = static_cast<std::size_t>(s.ref.index(h, row, j));
+          EXPECT_LE(std::fabs(static_cast<double>(want) - s.ref.exact[e]), s.ref.bound[e])
+              << "rank " << rank << " row " << row << " head " << h << ": upstream's fp32 sum outside the derived bound";
         }
   }
 }

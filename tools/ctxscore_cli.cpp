@@ -556,9 +556,12 @@ int main(int argc, char** argv) {
   verify_cmd->add_flag("--json", as_json, "print JSON");
   verify_cmd->add_option("--junit", junit, "also write a JUnit XML report here");
 
-  double port_timeout = 0;
+  double port_timeout = 0, port_startup_timeout = 0;
   for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd}) {
     cmd->add_option("--port-timeout", port_timeout, "seconds a port may take per request (default $CTXSCORE_PORT_TIMEOUT, else 60)")
+        ->check(kPositiveSeconds);
+    cmd->add_option("--port-startup-timeout", port_startup_timeout,
+                    "seconds a port may take to start and answer hello (default $CTXSCORE_PORT_STARTUP_TIMEOUT, else 120)")
         ->check(kPositiveSeconds);
     cmd->add_option("--failures", failures, "where failing cases are written (default $CTXSCORE_FAILURE_DIR, else ./ctxscore-failures)");
   }
@@ -575,7 +578,8 @@ int main(int argc, char** argv) {
   }
   try {
     harness::apply_ctest_gpu_assignment();
-    harness::port_timeout_seconds();  // a malformed $CTXSCORE_PORT_TIMEOUT is bad input, named before anything runs
+    harness::port_timeout_seconds();  // a malformed setting is bad input, named before anything runs
+    harness::port_startup_timeout_seconds();
     if (!junit.empty() && fs::is_directory(junit))
       throw CLI::ValidationError("--junit", junit + " is a directory; expected the path of the XML file to write");
     for (const CLI::Option* o : port_options)
@@ -583,6 +587,7 @@ int main(int argc, char** argv) {
         throw CLI::ValidationError(o->get_name(), "an empty command line (an unset variable?); expected the port's command, "
                                                   "for example \"python3 -m ctxscore.port module:function\"");
     if (port_timeout > 0) harness::set_port_timeout_seconds(port_timeout);
+    if (port_startup_timeout > 0) harness::set_port_startup_timeout_seconds(port_startup_timeout);
     if (!failures.empty()) harness::set_failure_dir(failures);
     if (!port.empty()) backend = "port";
     if (*geo) return geometry_command(batch, bound, world, heads, query_len, as_json);

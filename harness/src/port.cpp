@@ -38,6 +38,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Bytes = std::vector<std::uint8_t>;
 
+std::string decimal(double v) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
+// When an exchange must be over, and the limit it came from (for messages).
+struct Deadline {
+  Clock::time_point at;
+  double seconds;
+  static Deadline in(double seconds) {
+    return {Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)), seconds};
+  }
+};
+
 // A reply's safetensors header (its JSON, names and metadata) beyond its
 // tensors' bytes: a request's reply may announce at most its tensors plus this.
 constexpr std::uint64_t kReplyHeaderAllowance = std::uint64_t{1} << 20;
@@ -185,7 +200,7 @@ class Child {
     if (!err_path_.empty()) unlink(err_path_.c_str());
   }
 
-  void send(const Bytes& message, Clock::time_point deadline) {
+  void send(const Bytes& message, const Deadline& deadline) {
     std::uint8_t len[8];
     for (int b = 0; b < 8; ++b) len[b] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(message.size()) >> (8 * b));
     write_all(len, 8, deadline);
@@ -194,7 +209,7 @@ class Child {
 
   // Reads one reply of at most `max_bytes` (what the request implies): a
   // larger announced length is refused before anything is allocated.
-  Bytes receive(Clock::time_point deadline, std::uint64_t max_bytes) {
+  Bytes receive(const Deadline& deadline, std::uint64_t max_bytes) {
     std::uint8_t len[8];
     read_all(len, 8, deadline, "the reply's length");
     std::uint64_t n = 0;
@@ -237,15 +252,16 @@ class Child {
     while (!all.empty() && (all.back() == '\n' || all.back() == ' ')) all.pop_back();
     return all;
   }
-  static int ms_left(Clock::time_point deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  static int ms_left(const Deadline& deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.at - Clock::now()).count();
     return left < 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
   }
-  void write_all(const std::uint8_t* p, std::size_t n, Clock::time_point deadline) {
+  void write_all(const std::uint8_t* p, std::size_t n, const Deadline& deadline) {
     while (n > 0) {
       pollfd pfd{to_, POLLOUT, 0};
       const int r = poll(&pfd, 1, ms_left(deadline));
-      if (r == 0) throw BackendError("port: did not read its request within the timeout (hung?); " + state());
+      if (r == 0)
+        throw BackendError("port: did not read its request within the timeout of " + decimal(deadline.seconds) + " s (hung?); " + state());
       if (r < 0 && errno == EINTR) {
         throw_if_stopped();
         continue;
@@ -261,14 +277,13 @@ class Child {
       n -= static_cast<std::size_t>(w);
     }
   }
-  void read_all(std::uint8_t* p, std::size_t n, Clock::time_point deadline, const std::string& what) {
+  void read_all(std::uint8_t* p, std::size_t n, const Deadline& deadline, const std::string& what) {
     std::size_t got = 0;
     while (got < n) {
       pollfd pfd{from_, POLLIN, 0};
       const int r = poll(&pfd, 1, ms_left(deadline));
       if (r == 0)
-        throw BackendError("port: no reply within " + std::to_string(timeout_flag() > 0 ? timeout_flag() : port_timeout_seconds()) +
-                           " s (hung?), waiting for " + what + " (" + std::to_string(got) + " of " + std::to_string(n) +
+        throw BackendError("port: no reply within " + decimal(deadline.seconds) + " s (hung?), waiting for " + what + " (" + std::to_string(got) + " of " + std::to_string(n) +
                            " bytes came); " + state());
       if (r < 0 && errno == EINTR) {
         throw_if_stopped();
@@ -306,11 +321,6 @@ StTensor storage(StDType dtype, const void* data, std::size_t elements) {
   return t;
 }
 
-std::string decimal(double v) {
-  char b[40];
-  std::snprintf(b, sizeof b, "%.17g", v);
-  return b;
-}
 
 // The `score`-shaped request of a call: storages and arguments.
 SafeTensors call_message(const char* kind, const HostCase& host, OutMode mode, std::int64_t max_seq_len) {
@@ -349,7 +359,8 @@ SafeTensors call_message(const char* kind, const HostCase& host, OutMode mode, s
 class PortBackend : public Backend, public PortBackendApi {
  public:
   explicit PortBackend(std::string command) : command_(std::move(command)) {
-    port_timeout_seconds();  // a malformed $CTXSCORE_PORT_TIMEOUT is the caller's error, before any port runs
+    port_timeout_seconds();  // a malformed setting is the caller's error, named before any port runs
+    port_startup_timeout_seconds();
     start();
   }
 
@@ -409,7 +420,7 @@ class PortBackend : public Backend, public PortBackendApi {
     ensure_started();
     std::string reported;
     try {
-      const Clock::time_point deadline = deadline_from_now();
+      const Deadline deadline = Deadline::in(port_timeout_seconds());
       child_->send(encode_safetensors(request), deadline);
       const Bytes raw = child_->receive(deadline, max_reply_bytes);
       SafeTensors reply;
@@ -470,10 +481,7 @@ class PortBackend : public Backend, public PortBackendApi {
   }
 
  private:
-  // One deadline bounds a whole exchange: writing the request and reading the reply.
-  static Clock::time_point deadline_from_now() {
-    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(port_timeout_seconds()));
-  }
+
   void ensure_started() {
     if (!child_) start();
   }
@@ -482,7 +490,7 @@ class PortBackend : public Backend, public PortBackendApi {
     SafeTensors hello;
     hello.metadata = {{"message", "hello"}, {"protocol", "1"}};
     try {
-      const Clock::time_point deadline = deadline_from_now();
+      const Deadline deadline = Deadline::in(port_startup_timeout_seconds());  // start-up has a limit of its own
       child_->send(encode_safetensors(hello), deadline);
       const Bytes raw = child_->receive(deadline, kReplyHeaderAllowance);
       const SafeTensors reply = decode_safetensors(raw.data(), raw.size(), "the port's hello");
@@ -527,20 +535,32 @@ std::unique_ptr<CapturedScore> PortBackend::capture(HostCase& dummy, std::int64_
 
 }  // namespace
 
-double port_timeout_seconds() {
-  if (timeout_flag() > 0) return timeout_flag();
-  if (const char* env = std::getenv("CTXSCORE_PORT_TIMEOUT"); env && *env) {
+namespace {
+
+double& startup_flag() {
+  static double t = 0;
+  return t;
+}
+
+// The flag, else $env (strictly parsed), else the default.
+double seconds_setting(double flag, const char* env_name, double fallback) {
+  if (flag > 0) return flag;
+  if (const char* env = std::getenv(env_name); env && *env) {
     char* end = nullptr;
     const double v = std::strtod(env, &end);
     if (*end != '\0' || !std::isfinite(v) || v <= 0)
-      throw std::invalid_argument(std::string("CTXSCORE_PORT_TIMEOUT = \"") + printable(env) +
-                                  "\", expected a positive, finite number of seconds");
+      throw std::invalid_argument(std::string(env_name) + " = \"" + printable(env) + "\", expected a positive, finite number of seconds");
     return v;
   }
-  return 60;
+  return fallback;
 }
 
+}  // namespace
+
+double port_timeout_seconds() { return seconds_setting(timeout_flag(), "CTXSCORE_PORT_TIMEOUT", 60); }
 void set_port_timeout_seconds(double seconds) { timeout_flag() = seconds; }
+double port_startup_timeout_seconds() { return seconds_setting(startup_flag(), "CTXSCORE_PORT_STARTUP_TIMEOUT", 120); }
+void set_port_startup_timeout_seconds(double seconds) { startup_flag() = seconds; }
 
 std::unique_ptr<Backend> make_port_backend(const std::string& command) { return std::make_unique<PortBackend>(command); }
 

@@ -54,8 +54,16 @@ def test_checker_passes_the_numpy_and_torch_ports(tensors):
     assert check_main([CORPUS, "--impl", impl, "--tensors", tensors]) == 0
 
 
-def test_checker_fails_a_planted_bug():
-    assert check_main([CORPUS, "--impl", "ctxscore.ports.numpy_port:cutoff_slack_one", "--tensors", "numpy"]) == 1
+@pytest.mark.parametrize("planted, kind", [("cutoff_slack_one", "outside tolerance"),
+                                           ("ignores_sm_scale", "outside tolerance")])
+def test_checker_fails_a_planted_bug_with_its_verdict(planted, kind, capsys):
+    """The verdict, not just the exit status (1 is also what a malformed fixture gives): FAIL lines of the
+    expected kind, every fixture read."""
+    assert check_main([CORPUS, "--impl", "ctxscore.ports.numpy_port:" + planted, "--tensors", "numpy"]) == 1
+    out = capsys.readouterr().out
+    failing = [line for line in out.splitlines() if line.startswith("FAIL")]
+    assert failing and all(kind in detail for detail in out.split("FAIL")[1:]), out
+    assert "BAD" not in out and ", 0 malformed fixtures," in out, out
 
 
 @pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")

@@ -16,6 +16,11 @@ namespace ctxscore::harness {
 // when CTXSCORE_PORT_TIMEOUT is not a positive, finite number.
 double port_timeout_seconds();
 void set_port_timeout_seconds(double seconds);  // the --port-timeout flag
+// Seconds a port may take to start and answer `hello` (imports, JIT set-up,
+// a device context): CTXSCORE_PORT_STARTUP_TIMEOUT, else 120. Throws like
+// port_timeout_seconds.
+double port_startup_timeout_seconds();
+void set_port_startup_timeout_seconds(double seconds);  // the --port-startup-timeout flag
 
 // Starts `command` (through /bin/sh) as a port; throws BackendError when it
 // does not start or does not answer `hello`.
