@@ -18,17 +18,17 @@ def _env(name):
     return value
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def ctxscore_bin():
     return _env("CTXSCORE_BIN")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def build_dir():
     return _env("CTXSCORE_BUILD_DIR")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def port_command():
     """port_command("module:function") -> the command line of that Python port (numpy tensors)."""
     path = os.pathsep.join([os.path.join(SOURCE, "python"), os.path.join(HERE, "ports")])

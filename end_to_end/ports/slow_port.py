@@ -1,7 +1,8 @@
 """A correct port that takes its time: the numpy port after a sleep of
 $SLOW_PORT_SECONDS (default 0.3) per call. For budgets and interruptions.
-With $SLOW_PORT_CHILD_TAG it also leaves a daemon behind (its own session,
-the tag in its command line), which the harness must end with the port."""
+With $SLOW_PORT_CHILD_TAG it also leaves a daemon behind (detached with
+setsid(), the tag in its command line), which the harness must end with the
+port."""
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import time
 
 if os.environ.get("SLOW_PORT_CHILD_TAG"):
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", os.environ["SLOW_PORT_CHILD_TAG"]],
-                     start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     preexec_fn=os.setsid, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL)
 
 from ctxscore.ports import numpy_port
