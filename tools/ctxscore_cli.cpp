@@ -192,8 +192,7 @@ Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::
         break;  // the next round names the signal
       }
       const std::string name = path.filename().string() + (m == OutMode::given ? "" : std::string(" out=") + harness::out_mode_name(m));
-      s.add(name, v, fs::absolute(path).string() + " (replay: ctxscore fixtures check " + harness::shell_quoted(fs::absolute(path).string()) + " " +
-                         b.replay_flags() + (m == OutMode::given ? "" : std::string(" --out-mode ") + harness::out_mode_name(m)) + ")");
+      s.add(name, v, harness::with_replay_line(fs::absolute(path).string(), b.replay_flags() + harness::out_mode_flags(m)));
       if (print)
         std::printf("%-8s %-60s written %7lld  worst ratio %.3g%s%s\n", v.ok() ? "ok" : "FAIL", harness::printable(name).c_str(),
                     static_cast<long long>(v.report.written), v.report.worst_ratio, v.ok() ? "" : "\n         ",
@@ -434,11 +433,7 @@ int verify_command(const VerifyPlan& plan, Report& report, bool print, const har
 // A positive, finite number of seconds (CLI11's PositiveNumber lets NaN through).
 const CLI::Validator kPositiveSeconds(
     [](std::string& text) -> std::string {
-      char* end = nullptr;
-      const double v = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end != '\0' || !std::isfinite(v) || v <= 0)
-        return "\"" + harness::printable(text) + "\", expected a positive, finite number of seconds";
-      return "";
+      return harness::positive_seconds(text) ? "" : "\"" + harness::printable(text) + "\", expected a positive, finite number of seconds";
     },
     "SECONDS");
 

@@ -129,6 +129,10 @@ Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& op
   return v;
 }
 
+std::string with_replay_line(const std::string& path, const std::string& backend_flags) {
+  return path + " (replay: ctxscore fixtures check " + shell_quoted(path) + " " + backend_flags + ")";
+}
+
 std::string failure_dir() {
   if (!failure_dir_flag().empty()) return failure_dir_flag();
   const char* env = std::getenv("CTXSCORE_FAILURE_DIR");
@@ -145,7 +149,7 @@ std::string write_failure_fixture(const Case& c, const std::string& stem, const 
     std::filesystem::create_directories(dir);
     const std::string path = (dir / name).string();
     write_fixture(path, make_fixture(c));
-    return path + " (replay: ctxscore fixtures check " + shell_quoted(path) + " " + backend_flags + ")";
+    return with_replay_line(path, backend_flags);
   } catch (const std::exception& e) {
     return std::string("not written: ") + e.what();
   }

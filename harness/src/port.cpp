@@ -115,7 +115,12 @@ void end_orphans() {
   }
 }
 
+// The --port-timeout and --port-startup-timeout flags; 0 when not given.
 double& timeout_flag() {
+  static double t = 0;
+  return t;
+}
+double& startup_flag() {
   static double t = 0;
   return t;
 }
@@ -125,7 +130,6 @@ std::string join(const std::vector<std::int64_t>& v) {
   for (std::size_t k = 0; k < v.size(); ++k) s += (k ? "," : "") + std::to_string(v[k]);
   return s;
 }
-
 
 // One child: its pipes, its process group, its stderr in a temporary file.
 class Child {
@@ -321,7 +325,6 @@ StTensor storage(StDType dtype, const void* data, std::size_t elements) {
   return t;
 }
 
-
 // The `score`-shaped request of a call: storages and arguments.
 SafeTensors call_message(const char* kind, const HostCase& host, OutMode mode, std::int64_t max_seq_len) {
   const Case& c = host.spec;
@@ -481,7 +484,6 @@ class PortBackend : public Backend, public PortBackendApi {
   }
 
  private:
-
   void ensure_started() {
     if (!child_) start();
   }
@@ -537,20 +539,14 @@ std::unique_ptr<CapturedScore> PortBackend::capture(HostCase& dummy, std::int64_
 
 namespace {
 
-double& startup_flag() {
-  static double t = 0;
-  return t;
-}
-
 // The flag, else $env (strictly parsed), else the default.
 double seconds_setting(double flag, const char* env_name, double fallback) {
   if (flag > 0) return flag;
   if (const char* env = std::getenv(env_name); env && *env) {
-    char* end = nullptr;
-    const double v = std::strtod(env, &end);
-    if (*end != '\0' || !std::isfinite(v) || v <= 0)
+    const std::optional<double> v = positive_seconds(env);
+    if (!v)
       throw std::invalid_argument(std::string(env_name) + " = \"" + printable(env) + "\", expected a positive, finite number of seconds");
-    return v;
+    return *v;
   }
   return fallback;
 }

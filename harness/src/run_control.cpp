@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -36,6 +37,13 @@ int stop_signal() { return static_cast<int>(g_stop_signal); }
 
 void throw_if_stopped() {
   if (const int sig = stop_signal()) throw Interrupted{sig};
+}
+
+std::optional<double> positive_seconds(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(v) || v <= 0) return std::nullopt;
+  return v;
 }
 
 TimeBudget::TimeBudget(double seconds) : seconds_(seconds), start_(std::chrono::steady_clock::now()) {}

@@ -63,7 +63,6 @@ class Fixture:
                     local_score=f32_of_bits(m["selection_local_score_bits"]))
 
 
-MAX_HEADER_BYTES = 1 << 24  # as the C++ reader
 MAX_LAYOUT_ELEMS = 1 << 26  # the most elements a fixture's buffers may describe (FORMAT.md)
 LOG2E_LITERAL = 1.4426950409
 # FORMAT.md's number grammars (ASCII only; no '+', '_', spaces or leading zeros).
@@ -88,12 +87,10 @@ def _read_bytes(path):
             head = f.read(8)
             if size >= 8:
                 (n,) = struct.unpack("<Q", head)
-                if n == 0:
-                    raise FixtureError(path, "header length", "0, expected a JSON header of at least 2 bytes")
-                if n > MAX_HEADER_BYTES:
-                    raise FixtureError(path, "header length", f"{n} bytes, more than the {MAX_HEADER_BYTES} a fixture header may have")
-                if n > size - 8:
-                    raise FixtureError(path, "header length", f"{n} bytes past the end: the file has {size - 8} bytes after the length field")
+                try:
+                    safetensors.check_header_length(n, size, path)
+                except safetensors.FormatError as e:
+                    raise FixtureError(path, e.field, e.problem)
                 header = f.read(n)
                 declared = _declared_data_bytes(header)
                 if declared is not None and declared != size - 8 - n:
@@ -171,6 +168,12 @@ SUM_ERR = 128.0 / 8388608.0  # CONTRACT.md section 5: 128 terms, fp32's 2^-23
 TOLERANCE_ALLOWANCE = 1.0 / 1048576.0  # FORMAT.md: a stored tolerance's relative allowance over the recomputed one
 
 
+def scan_slots(length, G, L, rank, world):
+    """CONTRACT.md section 4: the local slots a request of `length` tokens writes on this rank."""
+    reach = min(-(-length // 128), G)
+    return max(min(L, -(-max(reach - rank, 0) // world)), 0)
+
+
 def tolerance_caps(q_bits, cache_bits, table, lens, QL, rank, world, G, L, scale):
     """[H, T, L] float64: the largest tolerance FORMAT.md allows each written
     element, recomputed from the inputs (the contract's bound widened by the
@@ -181,10 +184,8 @@ def tolerance_caps(q_bits, cache_bits, table, lens, QL, rank, world, G, L, scale
     caps = np.zeros((H, T, L))
     scale64 = float(np.float32(scale))
     for i, length in enumerate(int(x) for x in lens):
-        reach = min(-(-length // 128), G)
-        scan = min(L, -(-max(reach - rank, 0) // world))
         rows = q[i * QL:(i + 1) * QL]  # [QL, H, 128]
-        for j in range(max(scan, 0)):
+        for j in range(scan_slots(length, G, L, rank, world)):
             b = j * world + rank
             page = widen_bf16(cache_bits[min(max(int(table[i, b]), 0), P - 1)]).astype(np.float64)  # [128 pos, 128]
             dots = rows @ page.T  # [QL, H, pos]
@@ -205,9 +206,7 @@ def written_set(lens, QL, G, L, rank, world):
     """[T, L] of 0/1: the slots CONTRACT.md section 4 writes."""
     w = np.zeros((len(lens) * QL, L), np.uint8)
     for i, length in enumerate(int(x) for x in lens):
-        reach = min(-(-length // 128), G)
-        scan = min(L, -(-max(reach - rank, 0) // world))
-        w[i * QL:(i + 1) * QL, :max(scan, 0)] = 1
+        w[i * QL:(i + 1) * QL, :scan_slots(length, G, L, rank, world)] = 1
     return w
 
 

@@ -19,13 +19,26 @@ class FormatError(Exception):
         self.source, self.field, self.problem = source, field, problem
 
 
+MAX_HEADER_BYTES = 1 << 24  # the largest JSON header a reader accepts (as the C++ reader)
+
+
+def check_header_length(n, size, source):
+    """Raises FormatError when a document of `size` bytes announces a header
+    of `n` bytes that is empty, over the limit, or runs past its end."""
+    if n == 0:
+        raise FormatError(source, "header length", "0, expected a JSON header of at least 2 bytes")
+    if n > MAX_HEADER_BYTES:
+        raise FormatError(source, "header length", f"{n} bytes, more than the {MAX_HEADER_BYTES} a fixture header may have")
+    if n > size - 8:
+        raise FormatError(source, "header length", f"{n} bytes past the end: the file has {size - 8} bytes after the length field")
+
+
 def decode(raw, source):
     """(tensors: {name: ndarray}, metadata: {str: str}) from container bytes."""
     if len(raw) < 8:
         raise FormatError(source, "header length", f"truncated: {len(raw)} bytes")
     (n,) = struct.unpack("<Q", raw[:8])
-    if n == 0 or n > len(raw) - 8:
-        raise FormatError(source, "header length", f"{n} bytes, the data has {len(raw) - 8} after the length")
+    check_header_length(n, len(raw), source)
     if b"\0" in bytes(raw[8:8 + n]):
         raise FormatError(source, "header", "a NUL byte: a header is JSON, padded with spaces")
     try:

@@ -46,6 +46,9 @@ std::string printable(const std::string& s);
 // `s` as one word for /bin/sh: as it is when that is safe, else single-quoted.
 std::string shell_quoted(const std::string& s);
 
+// "PATH (replay: ctxscore fixtures check PATH FLAGS)": a fixture and the line that judges it again.
+std::string with_replay_line(const std::string& path, const std::string& backend_flags);
+
 // Where failing cases go: set_failure_dir (the --failures flag), else
 // $CTXSCORE_FAILURE_DIR, else ./ctxscore-failures.
 std::string failure_dir();

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace ctxscore::harness {
@@ -22,6 +23,10 @@ struct Interrupted {
 };
 // Throws Interrupted when a stop signal has arrived.
 void throw_if_stopped();
+
+// `text` as a positive, finite number of seconds (a flag's or an environment
+// value): nullopt for anything else, NaN and infinity included.
+std::optional<double> positive_seconds(const std::string& text);
 
 // A wall-clock budget: unlimited when constructed with seconds <= 0.
 class TimeBudget {
