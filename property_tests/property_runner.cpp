@@ -38,7 +38,11 @@ void require(const harness::Verdict& v, const std::string& backend_flags) {
   RC_FAIL(v.str());
 }
 
-void run_property(int cases, const std::function<void()>& property) {
+void count_class(const std::string& claim, bool hit) {
+  if (hit) ++gen::class_counts()[claim];
+}
+
+void run_property(int cases, const std::function<void()>& property, const std::vector<Floor>& floors) {
   rc::detail::TestParams params = rc::detail::configuration().testParams;
   params.maxSuccess = cases;
   if (const char* scale = std::getenv("CTXSCORE_CASE_SCALE")) params.maxSuccess = static_cast<int>(cases * std::atof(scale));
@@ -48,7 +52,13 @@ void run_property(int cases, const std::function<void()>& property) {
   meta.description = info->name();
   last_failure().reset();
   property_stats() = {};
-  const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), meta, params);
+  gen::class_counts().clear();  // a plain RapidCheck property before this one may have classified too
+  std::int64_t evaluated = 0;
+  const auto counted = [&] {
+    ++evaluated;
+    property();
+  };
+  const auto result = rc::detail::checkProperty(rc::detail::toProperty(counted), meta, params);
   std::ostringstream msg;
   rc::detail::printResultMessage(result, msg);
   const auto success = result.template is<rc::detail::SuccessResult>();
@@ -58,6 +68,21 @@ void run_property(int cases, const std::function<void()>& property) {
     std::cout << "edge classes over " << n << " generated cases:\n";
     for (const auto& [name, k] : counts)
       if (name != "(cases)") std::cout << "  " << name << ": " << k << " (" << 100.0 * k / n << "%)\n";
+  }
+  // Floors are judged over a passing run only: a failing one stops early and shrinks.
+  if (success && !floors.empty()) {
+    std::cout << "coverage floors over " << evaluated << " cases:\n";
+    for (const Floor& f : floors) {
+      const std::int64_t k = counts.count(f.claim) ? counts[f.claim] : 0;
+      const double share = evaluated > 0 ? static_cast<double>(k) / static_cast<double>(evaluated) : 0.0;
+      const bool met = share >= f.share;
+      std::cout << "  " << f.claim << ": " << 100.0 * share << "% (floor " << 100.0 * f.share << "%) "
+                << (met ? "met" : "NOT MET") << "\n";
+      if (!met)
+        ADD_FAILURE() << "coverage floor not met: \"" << f.claim << "\" in " << k << " of " << evaluated
+                      << " cases (" << 100.0 * share << "%), expected at least " << 100.0 * f.share
+                      << "% (seed " << params.seed << ")";
+    }
   }
   counts.clear();
   if (property_stats().cases > 0) std::cout << "verdicts: " << property_stats().str() << "\n";

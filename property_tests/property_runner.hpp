@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ctxscore/case.hpp"
 #include "ctxscore/harness/judge.hpp"
@@ -23,10 +24,23 @@ void note_failure(const Case& c, const std::string& verdict, const std::string& 
 // RapidCheck case with the verdict.
 void require(const harness::Verdict& v, const std::string& backend_flags);
 
+// A coverage floor: at least `share` of a property's cases fall in the edge
+// class `claim` (a gen::classify name, or one the property counts with
+// count_class), or the property cannot reach what it claims often enough.
+struct Floor {
+  std::string claim;
+  double share;
+};
+
+// Counts the current case in the edge class `claim` when `hit`.
+void count_class(const std::string& claim, bool hit);
+
 // Runs `property` for `cases` successes (scaled by CTXSCORE_CASE_SCALE when
 // set). On failure: the seed, the shrunk Case line and its verdict, and the
-// fixture written for the shrunk case (harness::failure_dir()).
-void run_property(int cases, const std::function<void()>& property);
+// fixture written for the shrunk case (harness::failure_dir()). After a
+// pass, each floor is checked against the cases run and printed; one not
+// met fails the test, naming the class, its share and the floor.
+void run_property(int cases, const std::function<void()>& property, const std::vector<Floor>& floors = {});
 
 // Verdicts of the current property, summed; printed and cleared after it.
 harness::JudgeStats& property_stats();

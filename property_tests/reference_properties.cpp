@@ -5,11 +5,14 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <string>
 #include <map>
 
 #include "ctxscore/harness/generators.hpp"
 #include "ctxscore/compare.hpp"
+#include "property_runner.hpp"
 #include "scored_case.hpp"
 
 namespace ctxscore {
@@ -104,14 +107,31 @@ RC_GTEST_PROP(Reference, BoundIndependenceIsBitwise, ()) {
     }
 }
 
-RC_GTEST_PROP(Reference, OutOfRangePageScoresAsItsClampedPage, ()) {
-  Case c = *gen::genCase(cpu_limits());
-  gen::classify(c);
-  Case clamped = c;
-  for (std::int32_t& id : clamped.block_table) id = static_cast<std::int32_t>(clamp_page(id, c.pages));
-  const auto raw = score_case(c), fixed = score_case(clamped);
-  RC_ASSERT(raw.host.out == fixed.host.out);
-  RC_ASSERT(raw.ref.page == fixed.ref.page);
+// The table entry a written slot of request i reads, when one is written.
+std::int32_t* written_entry(Case& c, std::int64_t i, std::int64_t j) {
+  const std::int64_t scan = scan_slots(c.seq_lens[static_cast<std::size_t>(i)], c.global(), c.local(), c.rank, c.world);
+  if (j >= scan) return nullptr;
+  return &c.block_table[static_cast<std::size_t>(i * c.table_row_stride + block_of_slot(j, c.rank, c.world))];
+}
+
+TEST(Reference, OutOfRangePageScoresAsItsClampedPage) {
+  test::run_property(200, [] {
+    Case c = *gen::genCase(cpu_limits());
+    // Most cases get an out-of-range id where a written slot reads it.
+    if (*rc::gen::inRange(0, 5) < 3) {
+      const std::int64_t i = *rc::gen::inRange<std::int64_t>(0, c.batch());
+      if (std::int32_t* id = written_entry(c, i, *rc::gen::inRange<std::int64_t>(0, std::max<std::int64_t>(c.local(), 1))))
+        *id = *rc::gen::element<std::int32_t>(-1, INT32_MIN, static_cast<std::int32_t>(c.pages), INT32_MAX, 1 << 20);
+    }
+    gen::classify(c);
+    Case clamped = c;
+    for (std::int32_t& id : clamped.block_table) id = static_cast<std::int32_t>(clamp_page(id, c.pages));
+    const auto raw = score_case(c), fixed = score_case(clamped);
+    if (raw.host.out != fixed.host.out || raw.ref.page != fixed.ref.page) {
+      test::note_failure(c, "scores or pages differ from the clamped table's");
+      RC_FAIL("scores or pages differ from the clamped table's");
+    }
+  }, {{"out-of-range page id read", 0.30}});
 }
 
 RC_GTEST_PROP(Reference, PermutingPhysicalPagesChangesNothing, ()) {
@@ -157,23 +177,43 @@ RC_GTEST_PROP(Reference, LaterTokenWithTheSameQueryScoresAtLeastAsHigh, ()) {
   }
 }
 
-RC_GTEST_PROP(Reference, NegInfExactlyWhereNoPositionQualifies, ()) {
-  Case c = *gen::genCase(cpu_limits());
-  gen::classify(c);
-  const auto s = score_case(c);
-  for (std::int64_t row = 0; row < c.tokens(); ++row) {
-    const std::int64_t i = row / c.query_len, t = row % c.query_len;
-    const std::int64_t cutoff = causal_cutoff(c.seq_lens[static_cast<std::size_t>(i)], c.query_len, t);
-    for (std::int64_t j = 0; j < c.local(); ++j) {
-      if (!s.ref.is_written(row, j)) continue;
-      const bool none = !position_qualifies(block_of_slot(j, c.rank, c.world), 0, cutoff);
-      for (std::int64_t h = 0; h < c.heads; ++h) {
-        const float v = stored(s, h, row, j);
-        RC_ASSERT((std::isinf(v) && v < 0) == none);
-        RC_ASSERT(std::isfinite(v) || none);
+TEST(Reference, NegInfExactlyWhereNoPositionQualifies) {
+  test::run_property(200, [] {
+    gen::CaseLimits lim = cpu_limits();
+    lim.min_query_len = 2;
+    Case c = *gen::genCase(lim);
+    // Most cases get a request whose last reached block at this rank starts
+    // after its first token's reach: 1..QL-1 tokens into block k·world + rank.
+    if (*rc::gen::inRange(0, 5) < 3) {
+      const std::int64_t blocks = (c.max_seq_len - 1) / kBlockTokens;  // last block a length <= S starts
+      if (blocks >= c.rank) {
+        const std::int64_t k = *rc::gen::inRange<std::int64_t>(0, (blocks - c.rank) / c.world + 1);
+        const std::int64_t into = *rc::gen::inRange<std::int64_t>(1, c.query_len);
+        c.seq_lens[static_cast<std::size_t>(*rc::gen::inRange<std::int64_t>(0, c.batch()))] =
+            static_cast<std::int32_t>((k * c.world + c.rank) * kBlockTokens + into);
+        gen::shrink_to_budget(c, lim.max_work);
       }
     }
-  }
+    gen::classify(c);
+    const auto s = score_case(c);
+    for (std::int64_t row = 0; row < c.tokens(); ++row) {
+      const std::int64_t i = row / c.query_len, t = row % c.query_len;
+      const std::int64_t cutoff = causal_cutoff(c.seq_lens[static_cast<std::size_t>(i)], c.query_len, t);
+      for (std::int64_t j = 0; j < c.local(); ++j) {
+        if (!s.ref.is_written(row, j)) continue;
+        const bool none = !position_qualifies(block_of_slot(j, c.rank, c.world), 0, cutoff);
+        for (std::int64_t h = 0; h < c.heads; ++h) {
+          const float v = stored(s, h, row, j);
+          if ((std::isinf(v) && v < 0) != none || !(std::isfinite(v) || none)) {
+            test::note_failure(c, "head " + std::to_string(h) + " row " + std::to_string(row) + " slot " +
+                                      std::to_string(j) + ": stored " + std::to_string(v) +
+                                      (none ? ", no position qualifies" : ", some position qualifies"));
+            RC_FAIL("-inf where a position qualifies, or a finite score where none does");
+          }
+        }
+      }
+    }
+  }, {{"written -inf", 0.20}});
 }
 
 RC_GTEST_PROP(Reference, UnwrittenElementsKeepTheirSentinel, ()) {
@@ -193,19 +233,39 @@ RC_GTEST_PROP(Reference, UnwrittenElementsKeepTheirSentinel, ()) {
 
 // The GEMM reference against the plain-loop scorer (no shared scoring code):
 // same written set and pages, stored scores within the loops' bound.
-RC_GTEST_PROP(Reference, AgreesWithThePlainLoopScorer, ()) {
-  Case c = *gen::genCase(cpu_limits());
-  HostCase h = materialize(c);
-  const std::vector<float> before = h.out;
-  ScoreArgs no_out = h.args();
-  no_out.out.reset();
-  const ShardScores naive = score_shard_naive(no_out);
-  const ShardScores ref = score_shard(h.args());
-  RC_ASSERT(ref.written == naive.written);
-  RC_ASSERT(ref.page == naive.page);
-  const CompareReport r =
-      compare(naive, h.out_layout(), before.data(), h.out.data(), static_cast<std::int64_t>(h.out.size()));
-  RC_ASSERT(r.ok());
+// The floors here hold the generators to the ranges the suite relies on:
+// ranks past 1, every kind of sm_scale, out-of-range ids a slot reads,
+// every query-stride order, speculative rows and strided `out`.
+TEST(Reference, AgreesWithThePlainLoopScorer) {
+  test::run_property(300, [] {
+    Case c = *gen::genCase(cpu_limits());
+    gen::classify(c);
+    HostCase h = materialize(c);
+    const std::vector<float> before = h.out;
+    ScoreArgs no_out = h.args();
+    no_out.out.reset();
+    const ShardScores naive = score_shard_naive(no_out);
+    const ShardScores ref = score_shard(h.args());
+    std::string why;
+    if (ref.written != naive.written) why = "written sets differ";
+    else if (ref.page != naive.page) why = "pages read differ";
+    else if (const CompareReport r = compare(naive, h.out_layout(), before.data(), h.out.data(),
+                                             static_cast<std::int64_t>(h.out.size()));
+             !r.ok())
+      why = r.summary();
+    if (!why.empty()) {
+      test::note_failure(c, why);
+      RC_FAIL(why);
+    }
+  }, {{"rank >= 2", 0.12},
+      {"sm_scale other than 1/sqrt(128)", 0.25},
+      {"negative sm_scale", 0.03},
+      {"out-of-range page id read", 0.12},
+      {"query heads outermost", 0.05},
+      {"speculative decode (QL > 1)", 0.30},
+      {"larger strided out", 0.12},
+      {"length past the bound", 0.05},
+      {"request leaves this rank empty", 0.10}});
 }
 
 }  // namespace

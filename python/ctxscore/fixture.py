@@ -285,8 +285,17 @@ def _validate(path, t, meta):
     width = table.shape[1]
     table_row_stride = m.integer("table_row_stride", width, width + MAX_LAYOUT_ELEMS)
     q_head_stride = m.integer("q_head_stride", 128, MAX_LAYOUT_ELEMS)
-    q_token_stride = m.integer("q_token_stride", H * q_head_stride, MAX_LAYOUT_ELEMS)
-    if T * q_token_stride > MAX_LAYOUT_ELEMS:
+    q_token_stride = m.integer("q_token_stride", 128, MAX_LAYOUT_ELEMS)
+    # Tokens or heads outermost: either way, a stride steps past all that
+    # the dimensions inside it span (128 elements of D, at the least).
+    q_span = 128
+    for stride, extent in sorted(((q_head_stride, H), (q_token_stride, T))):
+        if extent > 1 and stride < q_span:
+            m.fail("q_*_stride", f"token stride {q_token_stride} and head stride {q_head_stride} make distinct query rows "
+                   "overlap (expected each stride past what the dimensions inside it span)")
+        if extent > 1:
+            q_span += stride * (extent - 1)
+    if q_span > MAX_LAYOUT_ELEMS:
         m.fail("q_token_stride", f"the query buffer it asks for exceeds {MAX_LAYOUT_ELEMS} elements")
     if B * table_row_stride > MAX_LAYOUT_ELEMS:
         m.fail("table_row_stride", f"the table buffer it asks for exceeds {MAX_LAYOUT_ELEMS} elements")
