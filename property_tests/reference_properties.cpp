@@ -111,14 +111,14 @@ RC_GTEST_PROP(Reference, BoundIndependenceIsBitwise, ()) {
 std::int32_t* written_entry(Case& c, std::int64_t i, std::int64_t j) {
   const std::int64_t scan = scan_slots(c.seq_lens[static_cast<std::size_t>(i)], c.global(), c.local(), c.rank, c.world);
   if (j >= scan) return nullptr;
-  return &c.block_table[static_cast<std::size_t>(i * c.table_row_stride + block_of_slot(j, c.rank, c.world))];
+  return &c.block_table[static_cast<std::size_t>(i * c.table_width + block_of_slot(j, c.rank, c.world))];
 }
 
 TEST(Reference, OutOfRangePageScoresAsItsClampedPage) {
   test::run_property(200, [] {
     Case c = *gen::genCase(cpu_limits());
     // Most cases get an out-of-range id where a written slot reads it.
-    if (*rc::gen::inRange(0, 5) < 3) {
+    if (*rc::gen::weightedElement<bool>({{3, true}, {2, false}})) {
       const std::int64_t i = *rc::gen::inRange<std::int64_t>(0, c.batch());
       if (std::int32_t* id = written_entry(c, i, *rc::gen::inRange<std::int64_t>(0, std::max<std::int64_t>(c.local(), 1))))
         *id = *rc::gen::element<std::int32_t>(-1, INT32_MIN, static_cast<std::int32_t>(c.pages), INT32_MAX, 1 << 20);
@@ -184,7 +184,7 @@ TEST(Reference, NegInfExactlyWhereNoPositionQualifies) {
     Case c = *gen::genCase(lim);
     // Most cases get a request whose last reached block at this rank starts
     // after its first token's reach: 1..QL-1 tokens into block k·world + rank.
-    if (*rc::gen::inRange(0, 5) < 3) {
+    if (*rc::gen::weightedElement<bool>({{3, true}, {2, false}})) {
       const std::int64_t blocks = (c.max_seq_len - 1) / kBlockTokens;  // last block a length <= S starts
       if (blocks >= c.rank) {
         const std::int64_t k = *rc::gen::inRange<std::int64_t>(0, (blocks - c.rank) / c.world + 1);

@@ -130,7 +130,8 @@ Selection select_local(const SelectionLayout& l, std::int64_t rank, const float*
 std::string SelectionCheck::str() const {
   std::ostringstream s;
   s.precision(4);
-  s << "selection " << matched << "/" << rows << " rows matched, " << near_ties << " near-ties, " << unexplained
+  s << "selection " << matched << "/" << rows << " rows matched, " << decided << " decided, " << near_ties
+    << " near-ties, " << unexplained
     << " unexplained, worst margin ";
   if (worst_margin >= 1e300) s << "none";
   else s << worst_margin;
@@ -203,6 +204,7 @@ SelectionCheck check_selection(const SelectionLayout& l, std::int64_t rank, cons
       const double margin = boundary_margin(ranked_candidates(l, rank, h, row, exact, bound, p, &by_block), p.k);
       c.worst_margin = std::min(c.worst_margin, margin);
       if (margin <= 1) ++c.near_ties;
+      else if (margin < 1e300) ++c.decided;
       // The block sets.
       std::vector<std::int64_t> gs, ws;
       for (std::int64_t e = 0; e < p.k; ++e) {

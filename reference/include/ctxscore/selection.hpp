@@ -96,6 +96,7 @@ struct SelectionCheck {
   std::int64_t rows = 0;        // (head, row) pairs judged
   std::int64_t matched = 0;     // same block set
   std::int64_t near_ties = 0;   // rows whose exact k-th and (k+1)-th candidates lie within their bounds
+  std::int64_t decided = 0;     // rows with a (k+1)-th candidate beyond the bounds: the selection is a real choice
   std::int64_t unexplained = 0; // different sets without a near-tie to explain them
   double worst_margin = 1e300;  // smallest (s_k − s_{k+1}) / (bound_k + bound_{k+1}) over the rows
   std::string first_unexplained;

@@ -226,8 +226,38 @@ inline rc::Gen<Case> genCase(const CaseLimits& lim) {
     c.table_row_stride = c.table_width + (lim.strided_layouts ? *rc::gen::inRange<std::int64_t>(0, 4) : 0);
     c.block_table = *genPageTable(batch, c.table_width, c.pages);
     if (lim.strided_layouts) genQueryStrides(c);
-    if (lim.strided_layouts && *rc::gen::inRange(0, 2)) genOutLayout(c);
-    if (lim.forced_geometry && *rc::gen::inRange(0, 2)) c.geometry = *genGeometry(c.local(), lim.max_teams, lim.max_ring_pages);
+    // Coin flips through element(), which, unlike inRange(), does not
+    // shrink its range with RapidCheck's size: small cases get them too.
+    if (lim.strided_layouts && *rc::gen::element(false, true)) genOutLayout(c);
+    if (lim.forced_geometry && *rc::gen::element(false, true)) c.geometry = *genGeometry(c.local(), lim.max_teams, lim.max_ring_pages);
+    return c.resolved();
+  });
+}
+
+// A case whose top-16 the scores decide: most requests reach past 16 slots
+// at every rank, and every block has a page of its own, so that scores tie
+// only by chance, never because two blocks read one page.
+inline rc::Gen<Case> genSelectionCase(const CaseLimits& lim) {
+  return rc::gen::exec([lim] {
+    Case c = *genCase(lim);
+    const std::int64_t longer = 20 * c.world * kBlockTokens + 1;  // 20 slots or more at every rank
+    if (lim.max_bound > longer) {
+      if (c.max_seq_len <= longer) {
+        // A bound past 16 slots: the table, out and any forced chunking follow it.
+        c.max_seq_len = *rc::gen::inRange<std::int64_t>(longer + 1, lim.max_bound + 1);
+        c.out_rows = c.out_slots = c.out_head_stride = c.out_row_stride = c.out_slot_stride = 0;
+        c.geometry.reset();
+      }
+      for (std::int32_t& len : c.seq_lens)
+        if (*rc::gen::weightedElement<bool>({{7, true}, {1, false}}))
+          len = static_cast<std::int32_t>(*rc::gen::inRange<std::int64_t>(longer, c.max_seq_len + 1));
+    }
+    shrink_to_budget(c, lim.max_work);
+    c.table_width = std::max(c.table_width, c.global());
+    c.table_row_stride = std::max(c.table_row_stride, c.table_width);
+    c.block_table.resize(static_cast<std::size_t>(c.batch() * c.table_width));
+    c.pages = std::max<std::int64_t>(c.batch() * c.table_width, 1);
+    for (std::size_t e = 0; e < c.block_table.size(); ++e) c.block_table[e] = static_cast<std::int32_t>(e);
     return c.resolved();
   });
 }
@@ -276,7 +306,7 @@ inline void classify(const Case& c, harness::OutMode out = harness::OutMode::giv
     const std::int64_t len = c.seq_lens[static_cast<std::size_t>(i)];
     for (std::int64_t j = 0; j < scan_slots(len, G, L, c.rank, c.world); ++j) {
       const std::int64_t b = block_of_slot(j, c.rank, c.world);
-      const std::int32_t id = c.block_table[static_cast<std::size_t>(i * c.table_row_stride + b)];
+      const std::int32_t id = c.block_table[static_cast<std::size_t>(i * c.table_width + b)];
       oob_read = oob_read || id < 0 || id >= c.pages;
       neg_inf = neg_inf || qualifying_prefix(b, causal_cutoff(len, c.query_len, 0)) == 0;
     }
