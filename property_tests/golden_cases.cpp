@@ -40,6 +40,22 @@ TEST(GoldenCases, OneHotMaxOverTheCausalPrefix) {
   EXPECT_EQ(out_at(h, 0, 0, 0), 8.0f * 1.4426950409f);
 }
 
+// CONTRACT.md §5 at a point worked out by hand: the largest Σ|k·q| over the
+// qualifying positions is 2·4 = 8, SCALE·8 lies in [8, 16) where an fp32 ulp
+// is 2^-20, so the bound is SCALE·128·2^-23·8 + 2^-20 = SCALE·2^-13 + 2^-20.
+TEST(GoldenCases, BoundIsTheContractsFormulaAtAHandPoint) {
+  Case c;
+  c.sm_scale = 1.0;
+  c.seq_lens = {5};
+  c.block_table = {0};
+  HostCase h = zeroed(c);
+  set_q(h, 0, 0, 3, 2.0f);
+  for (int pos = 0; pos < 128; ++pos) set_k(h, 0, pos, 3, static_cast<float>(pos));
+  const ShardScores s = score_shard(h.args());
+  const double scale = 1.4426950409f;
+  EXPECT_EQ(s.bound[static_cast<std::size_t>(s.index(0, 0, 0))], scale * std::ldexp(1.0, -13) + std::ldexp(1.0, -20));
+}
+
 TEST(GoldenCases, SpeculativeTokensSeeDifferentPrefixesOfTheirBlock) {
   Case c;
   c.query_len = 2;

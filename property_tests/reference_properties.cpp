@@ -231,6 +231,26 @@ RC_GTEST_PROP(Reference, UnwrittenElementsKeepTheirSentinel, ()) {
     else RC_ASSERT(float_bits(s.host.out[e]) != float_bits(c.sentinel));
 }
 
+// Every element of idx_q's buffer outside the view's rows is NaN, so that a
+// kernel reading padding shows it.
+TEST(Materialize, QueryPaddingIsNaN) {
+  test::run_property(100, [] {
+    const Case c = *gen::genCase(cpu_limits());
+    gen::classify(c);
+    const HostCase h = materialize(c);
+    std::vector<char> in_row(h.q.size(), 0);
+    for (std::int64_t t = 0; t < c.tokens(); ++t)
+      for (std::int64_t head = 0; head < c.heads; ++head)
+        for (std::int64_t d = 0; d < kHeadDim; ++d)
+          in_row[static_cast<std::size_t>(t * c.q_token_stride + head * c.q_head_stride + d)] = 1;
+    for (std::size_t e = 0; e < in_row.size(); ++e)
+      if (!in_row[e] && !std::isnan(static_cast<float>(h.q[e]))) {
+        test::note_failure(c, "idx_q element " + std::to_string(e) + " outside every row is not NaN");
+        RC_FAIL("idx_q padding is not NaN");
+      }
+  }, {{"padded query strides", 0.20}});
+}
+
 // The GEMM reference against the plain-loop scorer (no shared scoring code):
 // same written set and pages, stored scores within the loops' bound.
 // The floors here hold the generators to the ranges the suite relies on:
