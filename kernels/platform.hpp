@@ -8,6 +8,7 @@
 
 #define hipError_t cudaError_t
 #define hipSuccess cudaSuccess
+#define hipErrorNoDevice cudaErrorNoDevice
 #define hipGetErrorString cudaGetErrorString
 #define hipGetLastError cudaGetLastError
 #define hipGetDeviceCount cudaGetDeviceCount

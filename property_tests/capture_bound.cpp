@@ -68,7 +68,7 @@ Case dummy_shape() {
 }
 
 TEST_F(Capture, DummyBatchAtTheStableBoundReplaysEveryBatch) {
-  if (!records_graphs()) GTEST_SKIP() << backend().name() << " cannot record a graph";
+  if (!records_graphs()) CTXSCORE_SKIP_OR_FAIL(backend().name() + " cannot record a graph");
   test::run_property(40, [this] {
     const Case dummy = dummy_shape();
     HostCase host = materialize(dummy);
@@ -86,7 +86,7 @@ TEST_F(Capture, DummyBatchAtTheStableBoundReplaysEveryBatch) {
 
 // A replay writes, bitwise, what a plain call on the same batch writes.
 TEST_F(Capture, ReplayEqualsAPlainCallBitwise) {
-  if (!records_graphs()) GTEST_SKIP() << backend().name() << " cannot record a graph";
+  if (!records_graphs()) CTXSCORE_SKIP_OR_FAIL(backend().name() + " cannot record a graph");
   test::run_property(20, [this] {
     const Case dummy = dummy_shape();
     HostCase host = materialize(dummy);
@@ -112,7 +112,7 @@ TEST_F(Capture, BoundSizedFromTheDummyIsCaught) {
                            .lens(std::vector<std::int32_t>(4, 1)).table(harness::every_entry(3)).build();
     HostCase host = materialize(dummy);
     const auto g = backend().capture(host, 1);  // sized from the dummy batch's own length
-    if (!g) GTEST_SKIP() << backend().name() << " cannot record a graph";
+    if (!g) CTXSCORE_SKIP_OR_FAIL(backend().name() + " cannot record a graph");
     Case real = dummy;
     real.seed = 99;
     real.seq_lens = {5000, 20000, 128, 70000};

@@ -38,11 +38,30 @@ inline harness::Backend& property_backend() {
   return *b;
 }
 
+// Whether this machine must run the gpu tests (CTXSCORE_REQUIRE_GPU set and
+// not "0"): ci/test and ci/gpu set it where a GPU is present, so that a
+// reason to skip there is a failure.
+inline bool gpu_required() {
+  const char* v = std::getenv("CTXSCORE_REQUIRE_GPU");
+  return v && *v && std::string(v) != "0";
+}
+
+}  // namespace ctxscore::test
+
+// Skips the test with `why`, or fails it where a GPU is required.
+#define CTXSCORE_SKIP_OR_FAIL(why)                                                           \
+  do {                                                                                       \
+    if (::ctxscore::test::gpu_required()) GTEST_FAIL() << (why) << " (CTXSCORE_REQUIRE_GPU)"; \
+    GTEST_SKIP() << (why);                                                                   \
+  } while (0)
+
+namespace ctxscore::test {
+
 // A base for tests that run on the property backend.
 class OnPropertyBackend : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (const std::string why = property_backend_absence(); !why.empty()) GTEST_SKIP() << why;
+    if (const std::string why = property_backend_absence(); !why.empty()) CTXSCORE_SKIP_OR_FAIL(why);
   }
   harness::Backend& backend() { return property_backend(); }
 };

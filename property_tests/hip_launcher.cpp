@@ -10,6 +10,7 @@
 #include "ctxscore/harness/device.hpp"
 #include "ctxscore/harness/judge.hpp"
 #include "ctxscore/harness/named_cases.hpp"
+#include "gpu_backend.hpp"
 
 namespace ctxscore {
 namespace {
@@ -20,7 +21,7 @@ using harness::DeviceCase;
 class HipKernel : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (const std::string why = harness::gpu_absence_reason(); !why.empty()) GTEST_SKIP() << why;
+    if (const std::string why = harness::gpu_absence_reason(); !why.empty()) CTXSCORE_SKIP_OR_FAIL(why);
     check_hip(hipStreamCreate(&stream), "hipStreamCreate");
   }
   void TearDown() override {

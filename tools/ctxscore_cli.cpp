@@ -402,6 +402,7 @@ struct VerifyPlan {
   std::string port, case_size;
   std::uint64_t seed = 1;
   std::int64_t compile_keys = 0;
+  std::vector<std::string> required;  // backends whose absence fails the run
 };
 
 int verify_command(const VerifyPlan& plan, Report& report, bool print, const harness::TimeBudget& budget) {
@@ -413,7 +414,8 @@ int verify_command(const VerifyPlan& plan, Report& report, bool print, const har
   for (const harness::BackendEntry& e : harness::backend_registry()) {
     if (e.takes_argument && plan.port.empty()) continue;
     if (const std::string why = e.unavailable(); !why.empty()) {
-      report.absent.push_back(e.name + ": " + why);
+      const bool required = std::find(plan.required.begin(), plan.required.end(), e.name) != plan.required.end();
+      (required ? report.required_absent : report.absent).push_back(e.name + ": " + why);
       continue;
     }
     const std::unique_ptr<Backend> b = e.make(plan.port);
@@ -525,7 +527,7 @@ int main(int argc, char** argv) {
   std::string shard = "1/1";
   double time_budget = 0;
   auto* fuzz_cmd = app.add_subcommand("fuzz", "Random cases against the backend's oracle; failing cases become fixtures");
-  add_backend(fuzz_cmd, fuzz_mode, "given, absent, too_small, or mixed (drawn per case: half absent)");
+  add_backend(fuzz_cmd, fuzz_mode, "given, absent, too_small, or mixed (drawn per case: given in 3 of 5)");
   fuzz_cmd->add_option("--cases", fuzz_plan.cases, "how many cases")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   fuzz_cmd->add_option("--seed", fuzz_plan.seed, "case k uses seed + k")->capture_default_str()->check(kSeed);
   fuzz_cmd->add_option("--max-failures", fuzz_plan.max_failures, "stop after this many failing cases (0: run them all)")
@@ -548,6 +550,8 @@ int main(int argc, char** argv) {
   verify_cmd->add_option("--port-cases", plan.port_cases, "fuzz cases for the port")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_option("--seed", plan.seed, "fuzz seed")->capture_default_str()->check(kSeed);
   verify_cmd->add_option("--compile-keys", plan.compile_keys, "as for fuzz")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
+  verify_cmd->add_option("--require", plan.required, "a backend that must run here: its absence fails verify (repeatable; CTXSCORE_REQUIRE_GPU=1 requires hip)")
+      ->check(CLI::IsMember({"reference", "hip", "port"}));
   verify_cmd->add_flag("--json", as_json, "print JSON");
   verify_cmd->add_option("--junit", junit, "also write a JUnit XML report here");
 
@@ -608,6 +612,7 @@ int main(int argc, char** argv) {
       if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry") && !harness::stop_signal())
         report.suites.push_back(fuzz_port_geometry(*b, std::max<std::int64_t>(fuzz_plan.cases, 1000), fuzz_plan.seed));
     } else if (*verify_cmd) {
+      if (const char* v = std::getenv("CTXSCORE_REQUIRE_GPU"); v && *v && std::string(v) != "0") plan.required.push_back("hip");
       rc = verify_command(plan, report, !as_json, budget);
     }
     report.interrupted_by = harness::stop_signal();

@@ -25,7 +25,7 @@ void Suite::add_error(const std::string& row, const std::string& message) {
 }
 
 bool Report::ok() const {
-  if (interrupted_by) return false;
+  if (interrupted_by || !required_absent.empty()) return false;
   for (const Suite& s : suites)
     if (!s.ok()) return false;
   return true;
@@ -54,6 +54,7 @@ std::string Report::table() const {
           << (r.where.empty() ? "" : "\n      fixture: " + harness::printable(r.where)) << "\n";
   }
   for (const std::string& a : absent) o << "not available: " << a << "\n";
+  for (const std::string& a : required_absent) o << "REQUIRED but not available: " << a << "\n";
   if (interrupted_by) o << "result: INTERRUPTED by signal " << interrupted_by << " (the cases above were judged)\n";
   else o << (ok() ? "result: every backend that ran passed\n" : "result: FAILED\n");
   return o.str();
@@ -61,7 +62,7 @@ std::string Report::table() const {
 
 nlohmann::ordered_json Report::json() const {
   nlohmann::ordered_json j = {{"ok", ok()}, {"interrupted_by", interrupted_by}, {"suites", nlohmann::ordered_json::array()},
-                              {"not_available", absent}};
+                              {"not_available", absent}, {"required_not_available", required_absent}};
   for (const Suite& s : suites) {
     nlohmann::ordered_json judged = nlohmann::ordered_json::array();
     for (const auto& [name, print] : s.judged) judged.push_back({name, print});

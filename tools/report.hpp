@@ -37,6 +37,7 @@ struct Suite {
 struct Report {
   std::vector<Suite> suites;
   std::vector<std::string> absent;  // backends that could not run, with why
+  std::vector<std::string> required_absent;  // backends that had to run and could not: a failure
   int interrupted_by = 0;           // the stop signal that ended the run early, 0 when none
   bool ok() const;
   std::string table() const;

@@ -1,4 +1,8 @@
 // The `hip` backend: the project's kernel in this process, on the GPU.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <stdexcept>
 #include <utility>
 
 #include "context_score.hpp"
@@ -7,12 +11,31 @@
 
 namespace ctxscore::harness {
 
+namespace {
+
+// Whether this machine has a GPU driver at all: without one, the runtime's
+// error means "no GPU"; with one, any error is a broken device, not a skip.
+bool driver_present() {
+#if defined(CTXSCORE_PLATFORM_CUDA)
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib) dlclose(lib);
+  return lib != nullptr;
+#else
+  return access("/dev/kfd", F_OK) == 0;
+#endif
+}
+
+}  // namespace
+
 std::string gpu_absence_reason() {
   int n = 0;
   const hipError_t e = hipGetDeviceCount(&n);
-  if (e != hipSuccess) return std::string("no GPU: hipGetDeviceCount failed: ") + hipGetErrorString(e);
-  if (n == 0) return "no GPU: hipGetDeviceCount reports 0 devices";
-  return "";
+  if (e == hipSuccess && n > 0) return "";
+  if (e == hipSuccess) return "no GPU: the runtime reports 0 devices";
+  if (e == hipErrorNoDevice) return std::string("no GPU: no device visible (") + hipGetErrorString(e) + ")";
+  const std::string what = std::string("hipGetDeviceCount failed: ") + hipGetErrorString(e);
+  if (!driver_present()) return "no GPU: no GPU driver on this machine (" + what + ")";
+  throw std::runtime_error("GPU error on a machine with a GPU driver: " + what + "; expected a device or none");
 }
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {

@@ -11,7 +11,10 @@
 
 namespace ctxscore::harness {
 
-// Empty when a GPU is present; otherwise why not (the gpu tests skip with it).
+// Empty when a GPU is present; "no GPU: ..." with why when the machine has
+// no device or no GPU driver (the gpu tests skip with it). Any other device
+// error, on a machine with a driver, throws std::runtime_error: a broken GPU
+// is a failure, never a skip.
 std::string gpu_absence_reason();
 
 class DeviceBuffer {
