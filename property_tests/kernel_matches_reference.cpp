@@ -162,6 +162,25 @@ TEST_F(Kernel, EveryCorpusCaseAtEveryRankAndOutMode) {
   std::cout << "judged " << judged << " corpus calls" << std::endl;
 }
 
+// The peer projects' cases at every rank of worlds 1, 2, 4 and 8, and each
+// rank's written columns bitwise the world-1 columns of their blocks.
+TEST_F(Kernel, PeerCasesAtEveryRankOfWorlds1248) {
+  std::int64_t judged = 0;
+  for (const harness::NamedCase& n : harness::named_cases()) {
+    if (n.family != harness::CaseFamily::peer) continue;
+    for (const Case& c : harness::at_every_rank_of_worlds_1_2_4_8(n.spec)) {
+      SCOPED_TRACE(c.label + " world " + std::to_string(c.world) + " rank " + std::to_string(c.rank));
+      expect_ok(c);
+      ++judged;
+      if (c.rank > 0) continue;
+      const harness::PipelineVerdict v =
+          harness::judge_pipeline(backend(), c, std::vector<OutMode>(static_cast<std::size_t>(c.world), OutMode::given));
+      EXPECT_TRUE(v.ok()) << v.str();
+    }
+  }
+  std::cout << "judged " << judged << " peer-case shards" << std::endl;
+}
+
 TEST_F(Kernel, UpstreamBoundIndependenceIsBitwise) {
   std::vector<std::vector<float>> outs;
   for (const char* name : {"upstream_bound_independence_S4000", "upstream_bound_independence_S8192",

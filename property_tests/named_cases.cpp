@@ -6,8 +6,10 @@
 
 #include <set>
 
+#include "ctxscore/bits.hpp"
 #include "ctxscore/harness/judge.hpp"
 #include "ctxscore/harness/named_cases.hpp"
+#include "scored_case.hpp"
 
 namespace ctxscore {
 namespace {
@@ -47,6 +49,44 @@ TEST(NamedCases, EveryCorpusCasePassesOnTheReferenceInEveryOutMode) {
       ++judged;
     }
   EXPECT_EQ(judged, 3 * static_cast<std::int64_t>(harness::corpus_cases().size()));
+}
+
+// Each peer case at every rank of worlds 1, 2, 4 and 8: judged against the
+// plain-loop scorer, and each rank's written columns bitwise the world-1
+// columns of their blocks.
+TEST(NamedCases, PeerCasesHoldAtEveryRankOfWorlds1248) {
+  const auto reference = harness::make_backend("reference");
+  std::int64_t judged = 0, peers = 0;
+  for (const harness::NamedCase& n : named_cases()) {
+    if (n.family != CaseFamily::peer) continue;
+    ++peers;
+    const std::vector<Case> shards = harness::at_every_rank_of_worlds_1_2_4_8(n.spec);
+    const test::ScoredCase whole = test::score_case(shards.front());  // world 1
+    ASSERT_EQ(shards.front().world, 1);
+    for (const Case& c : shards) {
+      SCOPED_TRACE(c.label + " world " + std::to_string(c.world) + " rank " + std::to_string(c.rank));
+      harness::JudgeOptions o;
+      o.write_failure = false;
+      const harness::Verdict v = harness::run_and_judge(*reference, c, o);
+      EXPECT_TRUE(v.ok()) << v.str();
+      ++judged;
+      const test::ScoredCase s = test::score_case(c);
+      const ScoresView so = s.host.out_layout(), wo = whole.host.out_layout();
+      for (std::int64_t row = 0; row < c.tokens(); ++row)
+        for (std::int64_t j = 0; j < c.local(); ++j) {
+          const std::int64_t b = block_of_slot(j, c.rank, c.world);
+          if (b >= whole.ref.slots) continue;
+          ASSERT_EQ(s.ref.is_written(row, j), whole.ref.is_written(row, b)) << "row " << row << " slot " << j;
+          if (!s.ref.is_written(row, j)) continue;
+          for (std::int64_t h = 0; h < c.heads; ++h)
+            ASSERT_EQ(float_bits(s.host.out[static_cast<std::size_t>(so.offset(h, row, j))]),
+                      float_bits(whole.host.out[static_cast<std::size_t>(wo.offset(h, row, b))]))
+                << "head " << h << " row " << row << " slot " << j;
+        }
+    }
+  }
+  EXPECT_EQ(peers, 14);
+  EXPECT_EQ(judged, 15 * peers);
 }
 
 TEST(NamedCases, BenchmarkShapesReadEveryShardPageOnce) {

@@ -23,6 +23,7 @@ TableRule distinct_shard_pages() {
 
 CaseBuilder::CaseBuilder(std::string label) { c_.label = std::move(label); }
 CaseBuilder& CaseBuilder::seed(std::uint64_t v) { c_.seed = v; return *this; }
+CaseBuilder& CaseBuilder::zero_queries() { c_.zero_queries = true; return *this; }
 CaseBuilder& CaseBuilder::heads(std::int64_t v) { c_.heads = v; return *this; }
 CaseBuilder& CaseBuilder::query_len(std::int64_t v) { c_.query_len = v; return *this; }
 CaseBuilder& CaseBuilder::world(std::int64_t v) { c_.world = v; return *this; }

@@ -1,7 +1,9 @@
 #include "ctxscore/harness/named_cases.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <stdexcept>
+#include <tuple>
 
 #include "ctxscore/harness/case_builder.hpp"
 
@@ -11,6 +13,7 @@ const char* family_name(CaseFamily f) {
   switch (f) {
     case CaseFamily::upstream: return "upstream";
     case CaseFamily::edge: return "edge";
+    case CaseFamily::peer: return "peer";
     case CaseFamily::benchmark: return "benchmark";
   }
   return "?";
@@ -74,6 +77,48 @@ Case m3_shape(std::int64_t batch, std::int64_t context, std::int64_t query_len) 
       .build();
 }
 
+// A peer project's case, stored at M3's shard (world 4, rank 1); the
+// registry's test runs it at every rank of worlds 1, 2, 4 and 8.
+CaseBuilder peer(const std::string& name, std::uint64_t seed, std::int64_t heads, std::int64_t query_len,
+                 std::vector<std::int32_t> lens, std::int64_t bound = 0) {
+  const std::int32_t longest = lens.empty() ? 1 : *std::max_element(lens.begin(), lens.end());
+  return std::move(CaseBuilder(name).seed(seed).heads(heads).query_len(query_len).world(4).rank(1)
+                       .bound(bound > 0 ? bound : std::max<std::int32_t>(longest, 1)).pages(5)
+                       .lens(std::move(lens)).table(cycled_pages(3)));
+}
+
+template <typename Add>
+void add_peer_cases(const Add& add) {
+  // AITER's bf16 matrix: query rows per program (H·QL) 1, 4, 16 and 32 at length 4096.
+  for (const auto& [rows, h, ql] : {std::tuple{1, 1, 1}, std::tuple{4, 4, 1}, std::tuple{16, 4, 4}, std::tuple{32, 8, 4}})
+    add(CaseFamily::peer, "AITER: " + std::to_string(rows) + " query rows per program at length 4096",
+        peer("aiter_rows_" + std::to_string(rows) + "_len4096", 60 + rows, h, ql, {4096}).build());
+  add(CaseFamily::peer, "AITER: lengths 4, 127, 128, 129, 130, 513, 4096 and 8192 at QL 4, H 4",
+      peer("aiter_lengths_ql4", 61, 4, 4, {4, 127, 128, 129, 130, 513, 4096, 8192}).build());
+  add(CaseFamily::peer, "AITER: the causal straddle, one request of 130 tokens at QL 4",
+      peer("aiter_causal_straddle_130", 62, 4, 4, {130}).build());
+  add(CaseFamily::peer, "AITER: ragged lengths [130, 4096, 127, 513]",
+      peer("aiter_ragged", 63, 4, 4, {130, 4096, 127, 513}).build());
+  add(CaseFamily::peer, "AITER: ragged with an empty and a one-token request [0, 4096, 1, 513]",
+      peer("aiter_ragged_empty_and_one", 64, 4, 4, {0, 4096, 1, 513}).build());
+  add(CaseFamily::peer, "AITER: one long request beside seven of one block [8192] + [128] x 7",
+      peer("aiter_one_long_seven_short", 65, 4, 4, {8192, 128, 128, 128, 128, 128, 128, 128}).build());
+  add(CaseFamily::peer, "AITER: all-zero queries, every score tied (the selection's tie rules decide)",
+      peer("aiter_zero_queries", 66, 4, 4, {4096, 513}).zero_queries().build());
+  add(CaseFamily::peer, "AITER: a 2-head slice of a 4-head query tensor (its token stride spans 4 heads)",
+      peer("aiter_two_head_slice", 67, 2, 4, {513, 4096}).query_strides(4 * kHeadDim, kHeadDim).build());
+  // ATOM: shards left uneven by 257, 129 and 7 blocks; the same under a bound padded past the batch.
+  add(CaseFamily::peer, "ATOM: uneven shards of 257, 129 and 7 blocks",
+      peer("atom_uneven_shards", 68, 4, 1, {257 * 128, 129 * 128, 7 * 128}).build());
+  add(CaseFamily::peer, "ATOM: uneven shards under a bound padded past the batch's longest request",
+      peer("atom_bound_padded_past_batch", 68, 4, 1, {257 * 128, 129 * 128, 7 * 128}, 320 * 128).build());
+  // vLLM's CUDA context-parallel test: requests of these page counts.
+  std::vector<std::int32_t> lens;
+  for (const std::int32_t pages : {0, 1, 3, 15, 16, 17, 129, 2048, 2049, 5078, 8192, 8197}) lens.push_back(pages * 128);
+  add(CaseFamily::peer, "vLLM: requests of 0, 1, 3, 15, 16, 17, 129, 2048, 2049, 5078, 8192 and 8197 pages",
+      peer("vllm_cp_page_counts", 69, 1, 1, lens).build());
+}
+
 std::vector<NamedCase> build_registry() {
   std::vector<NamedCase> v;
   const auto add = [&v](CaseFamily f, std::string what, Case c, double upstream_us = 0) {
@@ -133,6 +178,8 @@ std::vector<NamedCase> build_registry() {
           .geometry(GeometryOverride{1, local_slots(global_blocks(2048), 2) + 3})
           .build());
 
+  add_peer_cases(add);
+
   // The kernel benchmark's shapes, with the upstream Triton kernel's times (µs) on an H200.
   const struct {
     std::int64_t batch, context;
@@ -169,6 +216,19 @@ std::vector<Case> corpus_cases() {
   std::vector<Case> v;
   for (const NamedCase& n : named_cases())
     if (n.family != CaseFamily::benchmark) v.push_back(n.spec);
+  return v;
+}
+
+std::vector<Case> at_every_rank_of_worlds_1_2_4_8(const Case& c) {
+  std::vector<Case> v;
+  for (const std::int64_t world : {1, 2, 4, 8})
+    for (std::int64_t rank = 0; rank < world; ++rank) {
+      Case s = c;
+      s.world = world;
+      s.rank = rank;
+      s.out_rows = s.out_slots = s.out_head_stride = s.out_row_stride = s.out_slot_stride = 0;
+      v.push_back(s.resolved());
+    }
   return v;
 }
 

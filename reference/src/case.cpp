@@ -35,7 +35,7 @@ Case Case::resolved() const {
 std::string Case::str() const {
   std::ostringstream s;
   s.precision(17);
-  s << "Case{" << label << " seed=" << seed << " B=" << batch() << " H=" << heads << " QL=" << query_len
+  s << "Case{" << label << " seed=" << seed << (zero_queries ? " queries=zero" : "") << " B=" << batch() << " H=" << heads << " QL=" << query_len
     << " world=" << world << " rank=" << rank << " S=" << max_seq_len << " P=" << pages
     << " sm_scale=" << sm_scale << " lens=";
   print_list(s, seq_lens, 64);
@@ -59,7 +59,7 @@ HostCase materialize(const Case& input) {
   const Case c = input.resolved();
   const std::int64_t q_dense = c.tokens() * c.heads * kHeadDim;
   std::vector<bf16> q(static_cast<std::size_t>(q_dense));
-  for (std::int64_t e = 0; e < q_dense; ++e)
+  for (std::int64_t e = 0; e < q_dense && !c.zero_queries; ++e)
     q[static_cast<std::size_t>(e)] =
         Eigen::numext::bit_cast<bf16>(content_bits(c.seed, Stream::queries, static_cast<std::uint64_t>(e)));
   std::vector<bf16> cache(static_cast<std::size_t>(c.pages * kPageElems));

@@ -32,6 +32,7 @@ struct Case {
   std::int64_t out_head_stride = 0, out_row_stride = 0, out_slot_stride = 0;
   std::optional<GeometryOverride> geometry;  // forced chunking (kernel only)
   float sentinel = -12345.0f;                // prefill of out
+  bool zero_queries = false;                 // every query element 0 (every score ties); else from the seed
 
   std::int64_t batch() const { return static_cast<std::int64_t>(seq_lens.size()); }
   std::int64_t tokens() const { return batch() * query_len; }

@@ -29,6 +29,7 @@ class CaseBuilder {
  public:
   explicit CaseBuilder(std::string label);
   CaseBuilder& seed(std::uint64_t v);
+  CaseBuilder& zero_queries();  // every query element 0: every score ties
   CaseBuilder& heads(std::int64_t v);
   CaseBuilder& query_len(std::int64_t v);
   CaseBuilder& world(std::int64_t v);
