@@ -279,9 +279,9 @@ TEST(Reference, AgreesWithThePlainLoopScorer) {
     }
   }, {{"rank >= 2", 0.12},
       {"sm_scale other than 1/sqrt(128)", 0.25},
-      {"negative sm_scale", 0.03},
+      {"negative sm_scale", 0.02},
       {"out-of-range page id read", 0.12},
-      {"query heads outermost", 0.05},
+      {"query heads outermost", 0.04},
       {"speculative decode (QL > 1)", 0.30},
       {"larger strided out", 0.12},
       {"length past the bound", 0.05},

@@ -2,8 +2,6 @@
 the near-tie judgement of two selections, with numpy alone. An independent
 implementation of what reference/src/selection.cpp does: every fixture of
 format 2 stores the C++ selection, and the checker holds this one to it."""
-import math
-
 import numpy as np
 
 HIGHER, LOWER = "higher_block_first", "lower_block_first"
@@ -102,10 +100,3 @@ def judge(got, want, expected, tolerance, lens, query_len, rank, world, global_b
                 unexplained += 1
                 first = first or f"head {h} row {row}: {why}"
     return unexplained, first
-
-
-def margins_summary(margin):
-    """(near-ties, worst margin) of a fixture's [H, T] margins (FLT_MAX: none)."""
-    m = np.asarray(margin, np.float64)
-    real = m[m < np.finfo(np.float32).max]
-    return int((real <= 1).sum()), (float(real.min()) if real.size else math.inf)
