@@ -1,10 +1,12 @@
 """The command line as a user meets it: defaults that work, bad input named
 with exit status 2, and every replay line it prints reproducing its failure
 when run exactly as printed."""
+import json
 import os
 import re
 import subprocess
 import sys
+from xml.etree import ElementTree
 
 import pytest
 
@@ -63,6 +65,9 @@ def test_fixtures_check_defaults_to_out_given_and_to_the_installed_corpus(run):
     (["fuzz", "--time-budget", "inf"], "--time-budget"),
     (["fuzz", "--seed", "-1"], "--seed"),
     (["verify", "--seed", "1e3"], "--seed"),
+    (["geometry", "--batch", "1", "--max-seq-len", "100", "--world", "0"], "--world: Value 0 not in range"),
+    (["fuzz", "--out-mode", "sideways"], "expected given, absent or too_small"),
+    (["verify", "--require", "cuda"], "--require"),
 ])
 def test_bad_usage_exits_2_naming_what_was_wrong(run, args, names):
     done = run(*args)
@@ -160,3 +165,46 @@ def test_a_port_that_ignores_sm_scale_fails_fuzz_and_the_corpus(run, port_comman
     failing = re.findall(r"^FAIL\s+(\S+)", checked.stdout, re.M)
     assert set(failing) == {"sm_scale_negative.safetensors", "sm_scale_one_sixteenth.safetensors"}, failing
     assert "BAD" not in checked.stdout
+
+
+def test_the_corpus_is_what_the_registry_generates(run, tmp_path):
+    done = run("fixtures", "generate", "--out", str(tmp_path / "corpus"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    committed = os.path.join(SOURCE, "fixtures", "corpus")
+    names = sorted(os.listdir(committed))
+    assert sorted(os.listdir(tmp_path / "corpus")) == names
+    for name in names:
+        with open(os.path.join(committed, name), "rb") as a, open(tmp_path / "corpus" / name, "rb") as b:
+            assert a.read() == b.read(), f"{name} differs from what the registry generates"
+
+
+def test_geometry_at_a_hand_computed_point(run):
+    done = run("geometry", "--batch", "8", "--max-seq-len", "131072", "--world", "4", "--json")
+    assert done.returncode == 0, done.stderr
+    g = json.loads(done.stdout)
+    # G = 131072 / 128; L = G / 4; 2^14 / 8 programs per request cap the count at ceil(256 / 3) = 86, CHUNK 4.
+    assert (g["global_blocks"], g["local_slots"], g["chunk_count"], g["chunk"], g["grid"], g["tile_n"]) == \
+        (1024, 256, 86, 4, [8, 64], 16), g
+
+
+def test_fixtures_check_reports_junit_and_json(run, tmp_path):
+    corpus = os.path.join(SOURCE, "fixtures", "corpus")
+    n = len([f for f in os.listdir(corpus) if f.endswith(".safetensors")])
+    done = run("fixtures", "check", corpus, "--backend", "reference", "--out-mode", "all",
+               "--junit", str(tmp_path / "junit.xml"), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["ok"] is True
+    suite = ElementTree.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert (suite.get("name"), suite.get("tests"), suite.get("failures"), suite.get("errors")) == \
+        ("reference corpus", str(3 * n), "0", "0")
+
+
+def test_verify_requires_what_it_is_told_to(run):
+    plain = run("verify", "--reference-cases", "5", "--hip-cases", "5")
+    required = run("verify", "--reference-cases", "5", "--hip-cases", "5", "--require", "reference")
+    assert plain.returncode == 0 and required.returncode == 0, plain.stdout + required.stdout
+    if "not available: hip" in plain.stdout:  # a machine without a GPU: requiring the kernel fails, by name
+        missing = run("verify", "--reference-cases", "5", "--hip-cases", "5", "--require", "hip")
+        assert missing.returncode == 1, missing.stdout
+        assert "REQUIRED but not available: hip" in missing.stdout
+        assert missing.stdout.rstrip().endswith("result: FAILED")

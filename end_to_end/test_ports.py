@@ -1,0 +1,57 @@
+"""The port protocol end to end, as a kernel author uses it: the numpy and
+torch ports (CPU) and the native worker serving the reference library pass
+`ctxscore fuzz --port` and `fixtures check --port` in every out mode; a
+planted bug comes back as a shrunk score mismatch, never as an error."""
+import os
+import re
+import shlex
+import sys
+
+from conftest import SOURCE
+
+
+def python_port(function, *extra):
+    words = ["env", "PYTHONPATH=" + os.path.join(SOURCE, "python"), sys.executable, "-m", "ctxscore.port",
+             function, *extra]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def native_port():
+    worker, library = os.environ.get("CTXSCORE_NATIVE_PORT"), os.environ.get("CTXSCORE_REFERENCE_PORT_LIB")
+    assert worker and library, "CTXSCORE_NATIVE_PORT and CTXSCORE_REFERENCE_PORT_LIB come from CTest"
+    return f"{shlex.quote(worker)} {shlex.quote(library)}"
+
+
+def passes_fuzz_and_corpus(run, port, cases):
+    fuzzed = run("fuzz", "--port", port, "--cases", str(cases), "--case-size", "small")
+    assert fuzzed.returncode == 0, fuzzed.stdout + fuzzed.stderr
+    assert re.search(rf"^port +fuzz +{cases} +0 +0 ", fuzzed.stdout, re.M), fuzzed.stdout
+    checked = run("fixtures", "check", "--port", port, "--out-mode", "all")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert re.search(r"^port +corpus +[1-9][0-9]* +0 +0 ", checked.stdout, re.M), checked.stdout
+
+
+def test_the_numpy_port_passes(run):
+    passes_fuzz_and_corpus(run, python_port("ctxscore.ports.numpy_port:scores", "--tensors", "numpy"), 60)
+
+
+def test_the_native_worker_serves_the_reference_library(run):
+    passes_fuzz_and_corpus(run, native_port(), 100)
+
+
+def test_the_torch_port_passes_with_its_geometry(run):
+    port = python_port("ctxscore.ports.torch_port:scores", "--geometry", "ctxscore.ports.torch_port:geometry")
+    fuzzed = run("fuzz", "--port", port, "--cases", "60", "--case-size", "small")
+    assert fuzzed.returncode == 0, fuzzed.stdout + fuzzed.stderr
+    assert re.search(r"^port +geometry +[1-9][0-9]* +0 +0 ", fuzzed.stdout, re.M), fuzzed.stdout
+
+
+def test_a_planted_bug_comes_back_as_a_shrunk_mismatch(run):
+    planted = python_port("ctxscore.ports.numpy_port:cutoff_slack_one", "--tensors", "numpy")
+    fuzzed = run("fuzz", "--port", planted, "--cases", "10", "--case-size", "small")
+    text = fuzzed.stdout + fuzzed.stderr
+    assert fuzzed.returncode == 1, text
+    assert "shrunk: Case{" in text
+    assert "replay: ctxscore fixtures check" in text
+    assert re.search(r"FAIL \[port vs reference, out [a-z_]+\] MISMATCH", text), text
+    assert re.search(r"^port +fuzz +10 +[1-9][0-9]* +0 ", fuzzed.stdout, re.M), fuzzed.stdout  # failures, no errors
