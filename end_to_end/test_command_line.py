@@ -196,7 +196,7 @@ def test_fixtures_check_reports_junit_and_json(run, tmp_path):
     assert json.loads(done.stdout)["ok"] is True
     suite = ElementTree.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert (suite.get("name"), suite.get("tests"), suite.get("failures"), suite.get("errors")) == \
-        ("reference corpus", str(3 * n), "0", "0")
+        ("reference.corpus", str(3 * n), "0", "0")
 
 
 def test_verify_requires_what_it_is_told_to(run):
