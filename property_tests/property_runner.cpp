@@ -69,8 +69,12 @@ void run_property(int cases, const std::function<void()>& property, const std::v
     for (const auto& [name, k] : counts)
       if (name != "(cases)") std::cout << "  " << name << ": " << k << " (" << 100.0 * k / n << "%)\n";
   }
-  // Floors are judged over a passing run only: a failing one stops early and shrinks.
-  if (success && !floors.empty()) {
+  // Floors are judged over a passing run only (a failing one stops early and
+  // shrinks), and over enough cases for a share to mean something.
+  constexpr std::int64_t kFloorCases = 100;
+  if (success && !floors.empty() && evaluated < kFloorCases)
+    std::cout << "coverage floors not judged: " << evaluated << " cases, fewer than " << kFloorCases << "\n";
+  if (success && !floors.empty() && evaluated >= kFloorCases) {
     std::cout << "coverage floors over " << evaluated << " cases:\n";
     for (const Floor& f : floors) {
       const std::int64_t k = counts.count(f.claim) ? counts[f.claim] : 0;

@@ -38,8 +38,9 @@ void count_class(const std::string& claim, bool hit);
 // Runs `property` for `cases` successes (scaled by CTXSCORE_CASE_SCALE when
 // set). On failure: the seed, the shrunk Case line and its verdict, and the
 // fixture written for the shrunk case (harness::failure_dir()). After a
-// pass, each floor is checked against the cases run and printed; one not
-// met fails the test, naming the class, its share and the floor.
+// pass over at least 100 cases, each floor is checked against the cases run
+// and printed; one not met fails the test, naming the class, its share and
+// the floor. A run scaled below 100 cases says its floors were not judged.
 void run_property(int cases, const std::function<void()>& property, const std::vector<Floor>& floors = {});
 
 // Verdicts of the current property, summed; printed and cleared after it.
