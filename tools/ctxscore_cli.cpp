@@ -94,26 +94,15 @@ int cases_command(bool as_json) {
 
 // ---- fixtures generate ------------------------------------------------------
 
-// Random classes: generator limits by name.
-std::vector<std::pair<std::string, gen::CaseLimits>> random_classes() {
-  gen::CaseLimits m3 = gen::gpu_case_limits();
-  m3.min_heads = m3.max_heads = 4;
-  m3.min_world = m3.max_world = 4;
-  m3.min_query_len = 1;
-  m3.max_query_len = 4;
-  return {{"random", gen::CaseLimits{}}, {"gpu", gen::gpu_case_limits()}, {"m3", m3}};
-}
-
 int generate_command(const std::string& out, const std::string& cls, std::uint64_t seed, std::int64_t count) {
   std::vector<std::pair<std::string, Case>> cases;
   if (cls.empty()) {
     for (const Case& c : harness::corpus_cases()) cases.emplace_back(c.label, c);
   } else {
-    const auto classes = random_classes();
-    const auto r = std::find_if(classes.begin(), classes.end(), [&](const auto& k) { return k.first == cls; });
-    if (r != classes.end()) {
+    const auto& sizes = gen::limit_names();
+    if (std::find(sizes.begin(), sizes.end(), cls) != sizes.end()) {
       for (std::int64_t k = 0; k < count; ++k) {
-        Case c = gen::sample_case(r->second, seed + static_cast<std::uint64_t>(k));
+        Case c = gen::sample_case(gen::named_limits(cls), seed + static_cast<std::uint64_t>(k));
         c.label = cls;
         cases.emplace_back(cls + "_seed" + std::to_string(seed + static_cast<std::uint64_t>(k)), c);
       }
@@ -122,7 +111,9 @@ int generate_command(const std::string& out, const std::string& cls, std::uint64
         const harness::NamedCase& n = harness::named_case(cls);
         cases.emplace_back(n.spec.label, n.spec);
       } catch (const std::invalid_argument& e) {
-        throw CLI::ValidationError("--class", std::string(e.what()) + "; or a random class: random, gpu, m3");
+        std::string sizes;
+        for (const std::string& n : gen::limit_names()) sizes += (sizes.empty() ? "" : ", ") + n;
+        throw CLI::ValidationError("--class", std::string(e.what()) + "; or a random case size: " + sizes);
       }
     }
   }
@@ -252,25 +243,11 @@ Verdict shrink(Backend& b, rc::Shrinkable<Case> failing, OutMode mode, Verdict v
   return verdict;
 }
 
-// "small": the CPU suite's case sizes (for slow ports); "large": the GPU
-// suite's; "": the backend's own.
+// A named size (case_limits.hpp: the same cases as `fixtures generate
+// --class` of that name draws); "": the backend's own, forced chunkings
+// included where it takes them.
 gen::CaseLimits fuzz_limits(Backend& b, const std::string& size) {
-  if (size == "small") return gen::CaseLimits{};
-  if (size == "m3") {  // M3's shapes: H 4, world 4, decode or speculative decode, the GPU suite's sizes
-    gen::CaseLimits lim = gen::gpu_case_limits();
-    lim.min_heads = lim.max_heads = 4;
-    lim.min_world = lim.max_world = 4;
-    lim.min_query_len = 1;
-    lim.max_query_len = 4;
-    lim.forced_geometry = false;
-    return lim;
-  }
-  if (size == "large") {
-    gen::CaseLimits lim = gen::gpu_case_limits();
-    lim.forced_geometry = b.fuzz_limits().forced_geometry;
-    return lim;
-  }
-  return b.fuzz_limits();
+  return size.empty() ? b.fuzz_limits() : gen::named_limits(size);
 }
 
 Suite fuzz(Backend& b, const FuzzPlan& plan, bool print, const harness::TimeBudget& budget) {
@@ -515,7 +492,7 @@ int main(int argc, char** argv) {
   std::int64_t count = 1;
   auto* gen_cmd = fixtures->add_subcommand("generate", "Write fixtures: the corpus by default, a named case, or --count cases of a random class");
   gen_cmd->add_option("--out", out_dir, "directory to write into")->required();
-  gen_cmd->add_option("--class", cls, "a named case (ctxscore cases), or a random class: random, gpu, m3");
+  gen_cmd->add_option("--class", cls, "a named case (ctxscore cases), or a random case size: small, large, m3");
   gen_cmd->add_option("--seed", seed, "first generator seed of a random class")->capture_default_str()->check(kSeed);
   gen_cmd->add_option("--count", count, "cases of a random class")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   std::vector<std::string> paths;
@@ -533,7 +510,7 @@ int main(int argc, char** argv) {
   fuzz_cmd->add_option("--max-failures", fuzz_plan.max_failures, "stop after this many failing cases (0: run them all)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   fuzz_cmd->add_option("--case-size", fuzz_plan.size, "small (the CPU suite's sizes, for slow ports), large (the GPU suite's) or m3 (M3's shapes at the GPU suite's sizes); default: the backend's")
-      ->check(CLI::IsMember({"small", "large", "m3"}));
+      ->check(CLI::IsMember(ctxscore::gen::limit_names()));
   fuzz_cmd->add_option("--compile-keys", fuzz_plan.compile_keys,
                        "draw every case from at most this many compile keys (H, QL, world, rank, CHUNK, N, sm_scale), so a "
                        "kernel that specializes on them compiles a few times, not once per case; 0: unlimited")
@@ -546,7 +523,7 @@ int main(int argc, char** argv) {
   verify_cmd->add_option("--reference-cases", plan.reference_cases, "fuzz cases for the reference")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_option("--hip-cases", plan.hip_cases, "fuzz cases for the kernel")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   port_options.push_back(verify_cmd->add_option("--port", plan.port, "also verify a port (its command line)"));
-  verify_cmd->add_option("--case-size", plan.case_size, "small, large or m3 (as for fuzz)")->check(CLI::IsMember({"small", "large", "m3"}));
+  verify_cmd->add_option("--case-size", plan.case_size, "small, large or m3 (as for fuzz)")->check(CLI::IsMember(ctxscore::gen::limit_names()));
   verify_cmd->add_option("--port-cases", plan.port_cases, "fuzz cases for the port")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_option("--seed", plan.seed, "fuzz seed")->capture_default_str()->check(kSeed);
   verify_cmd->add_option("--compile-keys", plan.compile_keys, "as for fuzz")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));

@@ -160,7 +160,7 @@ class HipBackend : public Backend {
   }
   std::string name() const override { return "hip"; }
   Oracle oracle() const override { return Oracle::reference; }
-  gen::CaseLimits fuzz_limits() const override { return gen::gpu_case_limits(max_teams(), max_ring_pages()); }
+  gen::CaseLimits fuzz_limits() const override { return gen::kernel_limits(max_teams(), max_ring_pages()); }
 
   Scored score(HostCase& host, OutMode mode) override {
     DeviceCase dev(host);

@@ -370,11 +370,7 @@ class PortBackend : public Backend, public PortBackendApi {
   std::string name() const override { return "port"; }
   std::string port_name() override { return port_name_; }
   Oracle oracle() const override { return Oracle::reference; }
-  gen::CaseLimits fuzz_limits() const override {
-    gen::CaseLimits lim = gen::gpu_case_limits();
-    lim.forced_geometry = false;  // a port launches its own geometry
-    return lim;
-  }
+  gen::CaseLimits fuzz_limits() const override { return gen::named_limits("large"); }  // a port launches its own geometry
   std::string replay_flags() const override { return "--port " + shell_quoted(command_); }
   bool supports(const std::string& what) override {
     ensure_started();

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ctxscore/case.hpp"
-#include "ctxscore/harness/generators.hpp"
+#include "ctxscore/harness/case_limits.hpp"
 #include "ctxscore/harness/out_mode.hpp"
 #include "ctxscore/score.hpp"
 

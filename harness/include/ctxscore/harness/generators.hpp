@@ -12,54 +12,10 @@
 #include <vector>
 
 #include "ctxscore/case.hpp"
+#include "ctxscore/harness/case_limits.hpp"
 #include "ctxscore/harness/out_mode.hpp"
 
 namespace ctxscore::gen {
-
-// How large a generated case may get: the CPU suite keeps cases tiny, the
-// GPU suite allows more.
-struct CaseLimits {
-  std::int64_t max_batch = 6;
-  std::int64_t min_heads = 1;
-  std::int64_t max_heads = 4;
-  std::int64_t min_query_len = 1;
-  std::int64_t max_query_len = 4;
-  std::int64_t min_world = 1;
-  std::int64_t max_world = 8;
-  std::int64_t fixed_rank = -1;  // >= 0: every case at this rank (clamped below world)
-  std::int64_t max_bound = 4096;
-  std::int64_t max_pages = 12;
-  bool strided_layouts = true;   // padded query/table strides, larger permuted `out`
-  bool forced_geometry = false;  // explicit chunkings (kernel-side only)
-  // Forced kernel shapes drawn up to these (the kernel's max_teams() and
-  // max_ring_pages(); a program holds teams × ring pages <= max_teams).
-  std::int64_t max_teams = 4;
-  std::int64_t max_ring_pages = 2;
-  // Keeps the reference's work and the out buffer in budget: at most this
-  // many (row, block) pairs reached, this many elements of out.
-  std::int64_t max_work = std::int64_t{1} << 14;
-  std::int64_t max_out_elems = std::int64_t{1} << 20;
-};
-
-// The GPU suite's (and `ctxscore fuzz --backend hip`'s) limits: M3's layout
-// ranges and past them, with a budget that keeps the reference in pace;
-// forced kernel shapes up to the kernel's max_teams() and max_ring_pages()
-// where one runs.
-inline CaseLimits gpu_case_limits(std::int64_t max_teams = 4, std::int64_t max_ring_pages = 2) {
-  CaseLimits lim;
-  lim.max_teams = max_teams;
-  lim.max_ring_pages = max_ring_pages;
-  lim.max_batch = 64;
-  lim.max_heads = 16;
-  lim.max_query_len = 8;
-  lim.max_world = 16;
-  lim.max_bound = 1 << 20;
-  lim.max_pages = 64;
-  lim.forced_geometry = true;
-  lim.max_work = 1 << 15;
-  lim.max_out_elems = 1 << 22;
-  return lim;
-}
 
 // A capture-stable bound S: small, block-aligned, off by one, or large.
 inline rc::Gen<std::int64_t> genBound(const CaseLimits& lim) {
