@@ -50,6 +50,7 @@ std::string CompareReport::summary() const {
     << " neg_inf=" << written_neg_inf << " unwritten_checked=" << unwritten_checked
     << " mismatches=" << mismatches << " worst_ratio=" << worst_ratio;
   s << " " << selection.str();
+  if (!selection_lower_first.ok()) s << "; lower block first: " << selection_lower_first.str();
   if (first) s << " first: " << first->str();
   return s.str();
 }
@@ -108,9 +109,13 @@ void add_selection_view(CompareReport& r, const ShardScores& ref, const Got& got
           mine[e] = got(h, row, j);
           theirs[e] = stored_value(ref.exact[e]);
         }
-  const SelectionParams p;
-  r.selection = check_selection(l, ref.rank, select_local(l, ref.rank, mine.data(), p),
-                                select_local(l, ref.rank, theirs.data(), p), ref.exact, ref.bound, p);
+  for (const TieRule tie : {TieRule::higher_block_first, TieRule::lower_block_first}) {
+    SelectionParams p;
+    p.tie = tie;
+    (tie == TieRule::higher_block_first ? r.selection : r.selection_lower_first) =
+        check_selection(l, ref.rank, select_local(l, ref.rank, mine.data(), p),
+                        select_local(l, ref.rank, theirs.data(), p), ref.exact, ref.bound, p);
+  }
 }
 
 }  // namespace

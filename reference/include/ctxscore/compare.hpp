@@ -46,11 +46,13 @@ struct CompareReport {
   std::optional<Mismatch> first;
   std::optional<std::string> out_of_contract;
   std::optional<std::string> shape_problem;  // scores of the wrong size: nothing else was judged
-  // The consumer's view of this rank (CONTRACT.md §9, M3's k = 16, the
-  // higher block first on ties): its local top-k from these scores against
-  // the reference's, near-ties exempt.
-  SelectionCheck selection;
-  bool ok() const { return !out_of_contract && mismatches == 0 && selection.ok(); }
+  // The consumer's view of this rank (CONTRACT.md §9, M3's k = 16): its
+  // local top-k from these scores against the reference's, near-ties
+  // exempt, under each tie rule (higher block first, then lower).
+  SelectionCheck selection, selection_lower_first;
+  bool ok() const {
+    return !out_of_contract && mismatches == 0 && selection.ok() && selection_lower_first.ok();
+  }
   std::string summary() const;  // one line
 };
 
