@@ -76,9 +76,8 @@ void write_exact(const void* p, std::size_t n) {
 
 void send(const SafeTensors& st) {
   const Bytes b = ctxscore::encode_safetensors(st);
-  std::uint8_t len[8];
-  for (int k = 0; k < 8; ++k) len[k] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(b.size()) >> (8 * k));
-  write_exact(len, 8);
+  const auto len = ctxscore::frame_length(b.size());
+  write_exact(len.data(), len.size());
   write_exact(b.data(), b.size());
 }
 
@@ -340,10 +339,9 @@ int main(int argc, char** argv) {
     const Library lib = open_library(argv[1]);
     Worker worker(lib, argc == 4 ? argv[3] : lib.name());
     for (;;) {
-      std::uint8_t len[8];
-      if (!read_exact(len, 8)) return 0;  // the harness is done
-      std::uint64_t n = 0;
-      for (int k = 0; k < 8; ++k) n |= static_cast<std::uint64_t>(len[k]) << (8 * k);
+      std::uint8_t len[ctxscore::kFrameLengthBytes];
+      if (!read_exact(len, sizeof len)) return 0;  // the harness is done
+      const std::uint64_t n = ctxscore::frame_length(len);
       if (n > kMaxRequestBytes)
         throw std::runtime_error("a request of " + std::to_string(n) + " bytes announced, more than the " +
                                  std::to_string(kMaxRequestBytes) + " a request may have (is stdin the port protocol?)");

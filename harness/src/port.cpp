@@ -205,19 +205,17 @@ class Child {
   }
 
   void send(const Bytes& message, const Deadline& deadline) {
-    std::uint8_t len[8];
-    for (int b = 0; b < 8; ++b) len[b] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(message.size()) >> (8 * b));
-    write_all(len, 8, deadline);
+    const auto len = frame_length(message.size());
+    write_all(len.data(), len.size(), deadline);
     write_all(message.data(), message.size(), deadline);
   }
 
   // Reads one reply of at most `max_bytes` (what the request implies): a
   // larger announced length is refused before anything is allocated.
   Bytes receive(const Deadline& deadline, std::uint64_t max_bytes) {
-    std::uint8_t len[8];
-    read_all(len, 8, deadline, "the reply's length");
-    std::uint64_t n = 0;
-    for (int b = 0; b < 8; ++b) n |= static_cast<std::uint64_t>(len[b]) << (8 * b);
+    std::uint8_t len[kFrameLengthBytes];
+    read_all(len, kFrameLengthBytes, deadline, "the reply's length");
+    const std::uint64_t n = frame_length(len);
     if (n > max_bytes)
       throw BackendError("port: announced a reply of " + std::to_string(n) + " bytes, more than the " +
                          std::to_string(max_bytes) + " a reply to this request can hold (garbage on stdout?); " + state());

@@ -14,17 +14,8 @@ ShardScores score_shard_naive(const ScoreArgs& args) {
     throw ContractError(Clause::out_shape, "out: " + out_requirement(args, layout));
   const InputViews in = views_of(args);
   const Geometry& g = layout.geometry;
-  ShardScores s;
-  s.heads = layout.heads;
-  s.tokens = layout.tokens;
-  s.slots = g.local;
-  s.batch = layout.batch;
-  s.query_len = args.max_query_len;
-  s.rank = args.rank;
-  s.world = args.world;
-  s.global = g.global;
-  s.lens.assign(in.lens.data, in.lens.data + in.lens.batch);
-  s.scale = scale_fp32(args.sm_scale);
+  ShardScores s = empty_shard(layout.heads, args.max_query_len, args.rank, args.world, g.global,
+                              std::vector<std::int32_t>(in.lens.data, in.lens.data + in.lens.batch), args.sm_scale);
   s.exact.assign(static_cast<std::size_t>(s.heads * s.tokens * s.slots), std::numeric_limits<double>::quiet_NaN());
   s.bound.assign(s.exact.size(), 0.0);
   s.written.assign(static_cast<std::size_t>(s.tokens * s.slots), 0);

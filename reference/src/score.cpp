@@ -117,6 +117,22 @@ double tolerance_bound(float scale, double max_abs_sum, double exact) {
   return std::fabs(static_cast<double>(scale)) * kSumErr * max_abs_sum + ulp_of(stored_value(exact));
 }
 
+ShardScores empty_shard(std::int64_t heads, std::int64_t query_len, std::int64_t rank, std::int64_t world,
+                        std::int64_t global, std::vector<std::int32_t> lens, double sm_scale) {
+  ShardScores s;
+  s.heads = heads;
+  s.batch = static_cast<std::int64_t>(lens.size());
+  s.query_len = query_len;
+  s.tokens = s.batch * query_len;
+  s.rank = rank;
+  s.world = world;
+  s.global = global;
+  s.slots = local_slots(global, world);
+  s.lens = std::move(lens);
+  s.scale = scale_fp32(sm_scale);
+  return s;
+}
+
 ShardScores score_shard(const ScoreArgs& args) {
   const Layout layout = validate(args);
   const Geometry& g = layout.geometry;
@@ -126,17 +142,8 @@ ShardScores score_shard(const ScoreArgs& args) {
   const std::int64_t H = layout.heads, QL = args.max_query_len, T = layout.tokens, L = g.local;
   const std::int64_t B = layout.batch, R = H * QL;
 
-  ShardScores s;
-  s.heads = H;
-  s.tokens = T;
-  s.slots = L;
-  s.batch = B;
-  s.query_len = QL;
-  s.rank = args.rank;
-  s.world = args.world;
-  s.global = g.global;
-  s.lens.assign(in.lens.data, in.lens.data + in.lens.batch);
-  s.scale = scale_fp32(args.sm_scale);
+  ShardScores s = empty_shard(H, QL, args.rank, args.world, g.global,
+                              std::vector<std::int32_t>(in.lens.data, in.lens.data + in.lens.batch), args.sm_scale);
   s.exact.assign(static_cast<std::size_t>(H * T * L), std::numeric_limits<double>::quiet_NaN());
   s.bound.assign(s.exact.size(), 0.0);
   s.written.assign(static_cast<std::size_t>(T * L), 0);

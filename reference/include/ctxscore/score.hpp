@@ -35,6 +35,12 @@ struct ShardScores {
   bool is_written(std::int64_t t, std::int64_t j) const { return written[t * slots + j] != 0; }
 };
 
+// A shard's shape and call parameters, no scores yet ([H, B·QL, L] with
+// L = ceil(G / world)): where every scorer, and a fixture's stored
+// expectation, starts.
+ShardScores empty_shard(std::int64_t heads, std::int64_t query_len, std::int64_t rank, std::int64_t world,
+                        std::int64_t global, std::vector<std::int32_t> lens, double sm_scale);
+
 // Validates, scores every written slot and, when args.out is given, writes
 // the fp32 scores through it (it must fit [H, >=T, >=L]). Nothing else of
 // out is touched.
