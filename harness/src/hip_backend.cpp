@@ -51,7 +51,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 DeviceBuffer::~DeviceBuffer() {
   if (ptr_) (void)hipFree(ptr_);
 }
-void DeviceBuffer::upload(const void* src, std::size_t bytes, hipStream_t stream) {
+void DeviceBuffer::upload(const void* src, std::size_t bytes, void* stream_handle) {
+  const auto stream = static_cast<hipStream_t>(stream_handle);
   if (bytes > bytes_)
     throw std::invalid_argument("DeviceBuffer::upload: " + std::to_string(bytes) + " bytes into a buffer of " +
                                 std::to_string(bytes_));
@@ -93,7 +94,8 @@ DeviceCase::DeviceCase(HostCase& host)
   check_hip(hipDeviceSynchronize(), "upload");
 }
 
-void DeviceCase::refill(const HostCase& host, hipStream_t stream) {
+void DeviceCase::refill(const HostCase& host, void* stream_handle) {
+  const auto stream = static_cast<hipStream_t>(stream_handle);
   refill_one(q, host.q, "idx_q", stream);
   refill_one(cache, host.cache, "index_cache", stream);
   refill_one(table, host.table, "block_table", stream);

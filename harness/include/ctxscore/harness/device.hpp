@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "ctxscore/case.hpp"
-#include "platform.hpp"
 
 namespace ctxscore::harness {
 
@@ -28,7 +27,8 @@ class DeviceBuffer {
   ~DeviceBuffer();
   void* get() const { return ptr_; }
   std::size_t bytes() const { return bytes_; }
-  void upload(const void* src, std::size_t bytes, hipStream_t stream = nullptr);
+  // `stream`: a hipStream_t (cudaStream_t on NVIDIA); null, the default stream.
+  void upload(const void* src, std::size_t bytes, void* stream = nullptr);
   void download(void* dst, std::size_t bytes) const;
 
  private:
@@ -43,7 +43,7 @@ struct DeviceCase {
   explicit DeviceCase(HostCase& host);
   // Rewrites every buffer from `host` in place (same addresses: what a graph
   // replay reads); `host` must have the same layout.
-  void refill(const HostCase& host, hipStream_t stream);
+  void refill(const HostCase& host, void* stream);  // a hipStream_t
   std::vector<float> download_out() const;
 };
 
