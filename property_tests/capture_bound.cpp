@@ -35,24 +35,20 @@ Case real_batch(const Case& shape) {
   return c;
 }
 
-// Replays `g` over `real`; the reference judges the real batch at `bound`.
-CompareReport replay(harness::CapturedScore& g, Case real, std::int64_t bound) {
+// Replays `g` over `real`; the harness's judge holds the replay, as a call
+// with out given, to the reference's scores of the real batch at `bound`.
+harness::Verdict replay(harness::CapturedScore& g, Case real, std::int64_t bound) {
   HostCase host = materialize(real);
   const std::vector<float> before = host.out;
-  const std::vector<float> after = g.replay(host).out;
+  const harness::Scored replayed = g.replay(host);
   real.max_seq_len = bound;
   HostCase judged = materialize(real);
-  ScoreArgs args = judged.args();
-  args.out.reset();
-  const ShardScores ref = score_shard(args);
-  if (after.size() != before.size()) {
-    CompareReport r;
-    r.shape_problem = "the replay returned " + std::to_string(after.size()) + " elements of out, expected " +
-                      std::to_string(before.size());
-    ++r.mismatches;
-    return r;
-  }
-  return compare(ref, judged.out_layout(), before.data(), after.data(), static_cast<std::int64_t>(after.size()));
+  harness::Verdict v;
+  v.spec = real;
+  v.backend = "replay";
+  v.oracle = harness::oracle_name(harness::Oracle::reference);
+  harness::judge_scored(v, judged, before, replayed, harness::oracle_scores(harness::Oracle::reference, judged));
+  return v;
 }
 
 Case dummy_shape() {
@@ -75,10 +71,10 @@ TEST_F(Capture, DummyBatchAtTheStableBoundReplaysEveryBatch) {
     const auto g = backend().capture(host, dummy.max_seq_len);
     for (int k = 0; k < 3; ++k) {
       const Case real = real_batch(dummy);
-      const CompareReport r = replay(*g, real, dummy.max_seq_len);
-      if (!r.ok()) {
-        test::note_failure(real, r.summary(), backend().replay_flags());
-        RC_FAIL("replay " + std::to_string(k) + ": " + r.summary());
+      const harness::Verdict v = replay(*g, real, dummy.max_seq_len);
+      if (!v.ok()) {
+        test::note_failure(real, v.str(), backend().replay_flags());
+        RC_FAIL("replay " + std::to_string(k) + ": " + v.str());
       }
     }
   });
@@ -116,8 +112,10 @@ TEST_F(Capture, BoundSizedFromTheDummyIsCaught) {
     Case real = dummy;
     real.seed = 99;
     real.seq_lens = {5000, 20000, 128, 70000};
-    const CompareReport r = replay(*g, real, dummy.max_seq_len);
-    ASSERT_FALSE(r.ok()) << "the harness missed the capture-bound bug, rank " << rank;
+    const harness::Verdict v = replay(*g, real, dummy.max_seq_len);
+    ASSERT_FALSE(v.ok()) << "the harness missed the capture-bound bug, rank " << rank;
+    ASSERT_EQ(v.error, "") << v.str();
+    const CompareReport& r = v.report;
     ASSERT_TRUE(r.first);
     EXPECT_EQ(r.first->kind, MismatchKind::outside_bound) << r.summary();  // a written slot still holds the sentinel
     EXPECT_EQ(r.first->at.slot, rank == 0 ? 1 : 0) << r.summary();

@@ -96,7 +96,8 @@ void run_property(int cases, const std::function<void()>& property, const std::v
   if (const auto& f = last_failure()) {
     msg << "\nshrunk case: " << f->c.str() << "\nverdict: " << f->verdict;
     msg << "\nfixture: "
-        << harness::write_failure_fixture(f->c, meta.id + "_seed" + std::to_string(params.seed), f->backend_flags);
+        << harness::write_failure_fixture(f->c, harness::FailureRecord{meta.id, params.seed, std::nullopt, true},
+                                          f->backend_flags);
   }
   ADD_FAILURE() << msg.str();
 }

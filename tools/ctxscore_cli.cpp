@@ -281,7 +281,7 @@ Suite fuzz(Backend& b, const FuzzPlan& plan, bool print, const harness::TimeBudg
     if (!v.ok()) {
       // The shrunk case is what is written and reported; the drawn one is the seed's.
       v = shrink(b, drawn, o.out, v, plan.shrink_rounds, source, budget);
-      v.fixture = harness::write_failure_fixture(v.spec, b.name() + "_seed" + std::to_string(case_seed) + "_shrunk",
+      v.fixture = harness::write_failure_fixture(v.spec, harness::FailureRecord{b.name(), case_seed, o.out, true},
                                                  b.replay_flags() + harness::out_mode_flags(o.out));
     }
     s.add("seed " + std::to_string(case_seed), v, v.fixture);

@@ -29,7 +29,9 @@ TensorRef too_small(const TensorRef& given, std::int64_t local_slots) {
 
 const char* oracle_name(Oracle o) { return o == Oracle::reference ? "reference" : "plain-loop scorer"; }
 
-ShardScores oracle_scores(Oracle o, const ScoreArgs& args) {
+ShardScores oracle_scores(Oracle o, HostCase& host) {
+  ScoreArgs args = host.args();
+  args.out.reset();
   return o == Oracle::reference ? score_shard(args) : score_shard_naive(args);
 }
 

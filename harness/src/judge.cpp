@@ -30,6 +30,13 @@ void run_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expecte
     v.error = e.what();
     return;
   }
+  judge_scored(v, host, before, s, expected);
+}
+
+}  // namespace
+
+void judge_scored(Verdict& v, const HostCase& host, const std::vector<float>& before, const Scored& s,
+                  const ShardScores& expected) {
   v.shape = s.shape;
   const auto size_error = [&](const char* what, std::size_t got, std::size_t want) {
     v.error = std::string("returned ") + what + " of " + std::to_string(got) + " elements, expected " +
@@ -54,8 +61,6 @@ void run_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expecte
     check_untouched(v.report, before.data(), s.out.data(), static_cast<std::int64_t>(before.size()));
   }
 }
-
-}  // namespace
 
 std::string out_mode_flags(OutMode m) { return m == OutMode::given ? "" : std::string(" --out-mode ") + out_mode_name(m); }
 
@@ -102,18 +107,16 @@ Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& optio
   v.backend = backend.name();
   v.oracle = oracle_name(backend.oracle());
   HostCase host = materialize(c);
-  ScoreArgs oracle_args = host.args();
-  oracle_args.out.reset();
   ShardScores expected;
   try {
-    expected = oracle_scores(backend.oracle(), oracle_args);
+    expected = oracle_scores(backend.oracle(), host);
   } catch (const ContractError& e) {
     v.error = std::string("the case itself breaks the contract (") + clause_name(e.clause()) + "): " + e.what();
     return v;
   }
   run_into(v, backend, host, expected);
   if (!v.ok() && options.write_failure)
-    v.fixture = write_failure_fixture(c, backend.name() + "_seed" + std::to_string(c.seed) + "_out_" + out_mode_name(v.out),
+    v.fixture = write_failure_fixture(c, FailureRecord{backend.name(), c.seed, v.out, false},
                                       backend.replay_flags() + out_mode_flags(v.out));
   return v;
 }
@@ -141,9 +144,15 @@ std::string failure_dir() {
 
 void set_failure_dir(const std::string& dir) { failure_dir_flag() = dir; }
 
-std::string write_failure_fixture(const Case& c, const std::string& stem, const std::string& backend_flags) {
-  std::string name = stem + ".safetensors";
+std::string FailureRecord::file_name() const {
+  std::string name = found_by + "_seed" + std::to_string(seed) + (out ? std::string("_out_") + out_mode_name(*out) : "") +
+                     (shrunk ? "_shrunk" : "") + ".safetensors";
   std::replace_if(name.begin(), name.end(), [](char ch) { return ch == '/' || ch == ' '; }, '_');
+  return name;
+}
+
+std::string write_failure_fixture(const Case& c, const FailureRecord& record, const std::string& backend_flags) {
+  const std::string name = record.file_name();
   try {
     const std::filesystem::path dir = std::filesystem::absolute(failure_dir());
     std::filesystem::create_directories(dir);

@@ -59,9 +59,7 @@ PipelineVerdict judge_pipeline(Backend& b, const Case& c, const std::vector<OutM
   whole = whole.resolved();
   try {
     HostCase one = materialize(whole);
-    ScoreArgs oracle_args = one.args();
-    oracle_args.out.reset();
-    const ShardScores exact = score_shard(oracle_args);
+    const ShardScores exact = oracle_scores(Oracle::reference, one);
     const std::vector<float> unsharded = written_scores(b.score(one, OutMode::given), one);
     std::vector<std::vector<float>> shards;
     for (std::int64_t r = 0; r < c.world; ++r) {

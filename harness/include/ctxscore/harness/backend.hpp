@@ -42,7 +42,9 @@ class BackendError : public std::runtime_error {
 // Which scorer a backend's output is judged against.
 enum class Oracle { reference, plain_loop };
 const char* oracle_name(Oracle o);
-ShardScores oracle_scores(Oracle o, const ScoreArgs& args_without_out);
+// The oracle's scores of a materialized case (its `out` left alone; the
+// reference reads the buffers through mutable arguments).
+ShardScores oracle_scores(Oracle o, HostCase& host);
 
 // A graph recorded once on a dummy batch into persistent buffers; each
 // replay refills those buffers with a batch of the same layout.

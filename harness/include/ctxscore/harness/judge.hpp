@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ctxscore/compare.hpp"
 #include "ctxscore/fixture.hpp"
@@ -33,6 +35,12 @@ struct Verdict {
   std::string str() const;  // one line: verdict, out mode, report or error
 };
 
+// Judges what one call returned (`s`, for `host` with out passed as v.out;
+// `before` is host.out before the call) against `expected`, into `v`: the
+// out allocation or the fresh scores, as the out mode requires.
+void judge_scored(Verdict& v, const HostCase& host, const std::vector<float>& before, const Scored& s,
+                  const ShardScores& expected);
+
 // Materializes `c`, scores it with the oracle, runs `backend`, compares.
 Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& options = {});
 // The fixture's case, judged against its stored expectation.
@@ -53,9 +61,19 @@ std::string with_replay_line(const std::string& path, const std::string& backend
 // $CTXSCORE_FAILURE_DIR, else ./ctxscore-failures.
 std::string failure_dir();
 void set_failure_dir(const std::string& dir);
-// Writes `c` as a fixture named `stem`.safetensors into failure_dir();
-// returns its absolute path and replay line, or "not written: why".
-std::string write_failure_fixture(const Case& c, const std::string& stem, const std::string& backend);
+// A failing case's record, one name scheme for every path that writes one:
+// `FOUND_BY_seedSEED[_out_MODE][_shrunk].safetensors`.
+struct FailureRecord {
+  std::string found_by;      // the backend ("hip") or the property ("Kernel/MatchesReferenceOnRandomLayouts")
+  std::uint64_t seed = 0;    // the seed that draws the case again (the case's, the run's, or RapidCheck's)
+  std::optional<OutMode> out;  // how the failing call passed `out`, where one call failed
+  bool shrunk = false;
+  std::string file_name() const;
+};
+// Writes `c` into failure_dir() under the record's name; returns its
+// absolute path and replay line (`backend_flags` select the backend and
+// out mode again), or "not written: why".
+std::string write_failure_fixture(const Case& c, const FailureRecord& record, const std::string& backend_flags);
 
 // Totals over many verdicts: what a property or a fuzz run reports.
 struct JudgeStats {
