@@ -28,7 +28,7 @@ class Capture : public test::OnPropertyBackend {
 // A real batch with the dummy's shapes (B, H, QL, world, rank, S, P, table width).
 Case real_batch(const Case& shape) {
   Case c = shape;
-  c.label = "capture_replay";
+  c.name = "capture_replay";
   c.seed = *rc::gen::arbitrary<std::uint32_t>();
   for (std::int32_t& len : c.seq_lens) len = *gen::genSeqLen(c.max_seq_len, c.query_len);
   c.block_table = *gen::genPageTable(c.batch(), c.table_width, c.pages);

@@ -154,7 +154,7 @@ TEST_F(Kernel, EveryCorpusCaseAtEveryRankAndOutMode) {
     for (std::int64_t r = 0; r < c.world; ++r) {
       c.rank = r;
       for (OutMode out : {OutMode::given, OutMode::absent, OutMode::too_small}) {
-        SCOPED_TRACE(c.label + " rank " + std::to_string(r) + " out " + harness::out_mode_name(out));
+        SCOPED_TRACE(c.name + " rank " + std::to_string(r) + " out " + harness::out_mode_name(out));
         expect_ok(c, out);
         ++judged;
       }
@@ -169,7 +169,7 @@ TEST_F(Kernel, PeerCasesAtEveryRankOfWorlds1248) {
   for (const harness::NamedCase& n : harness::named_cases()) {
     if (n.family != harness::CaseFamily::peer) continue;
     for (const Case& c : harness::at_every_rank_of_worlds_1_2_4_8(n.spec)) {
-      SCOPED_TRACE(c.label + " world " + std::to_string(c.world) + " rank " + std::to_string(c.rank));
+      SCOPED_TRACE(c.name + " world " + std::to_string(c.world) + " rank " + std::to_string(c.rank));
       expect_ok(c);
       ++judged;
       if (c.rank > 0) continue;
@@ -215,7 +215,7 @@ TEST_F(Kernel, EveryBenchmarkShapeAtFullSize) {
   for (const harness::NamedCase& n : harness::named_cases())
     if (n.family == harness::CaseFamily::benchmark) {
       const harness::Verdict v = expect_ok(n.spec);
-      std::cout << n.spec.label << ": " << v.str() << std::endl;
+      std::cout << n.spec.name << ": " << v.str() << std::endl;
     }
 }
 

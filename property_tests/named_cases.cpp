@@ -21,10 +21,10 @@ using harness::OutMode;
 TEST(NamedCases, NamesAreUniqueAndEachLineReplaysTheCase) {
   std::set<std::string> names;
   for (const harness::NamedCase& n : named_cases()) {
-    EXPECT_TRUE(names.insert(n.spec.label).second) << "two cases named " << n.spec.label;
-    EXPECT_EQ(n.spec.str().find('\n'), std::string::npos) << n.spec.label;
-    EXPECT_EQ(n.spec.str(), n.spec.resolved().str()) << "not resolved: " << n.spec.label;
-    EXPECT_FALSE(n.what.empty()) << n.spec.label;
+    EXPECT_TRUE(names.insert(n.spec.name).second) << "two cases named " << n.spec.name;
+    EXPECT_EQ(n.spec.str().find('\n'), std::string::npos) << n.spec.name;
+    EXPECT_EQ(n.spec.str(), n.spec.resolved().str()) << "not resolved: " << n.spec.name;
+    EXPECT_FALSE(n.what.empty()) << n.spec.name;
   }
   EXPECT_EQ(harness::named_case("upstream_unpopulated_table").family, CaseFamily::upstream);
   try {
@@ -44,7 +44,7 @@ TEST(NamedCases, EveryCorpusCasePassesOnTheReferenceInEveryOutMode) {
       o.out = out;
       o.write_failure = false;
       const harness::Verdict v = harness::run_and_judge(*reference, c, o);
-      EXPECT_TRUE(v.ok()) << c.label << ": " << v.str();
+      EXPECT_TRUE(v.ok()) << c.name << ": " << v.str();
       EXPECT_EQ(v.oracle, "plain-loop scorer");
       ++judged;
     }
@@ -64,7 +64,7 @@ TEST(NamedCases, PeerCasesHoldAtEveryRankOfWorlds1248) {
     const test::ScoredCase whole = test::score_case(shards.front());  // world 1
     ASSERT_EQ(shards.front().world, 1);
     for (const Case& c : shards) {
-      SCOPED_TRACE(c.label + " world " + std::to_string(c.world) + " rank " + std::to_string(c.rank));
+      SCOPED_TRACE(c.name + " world " + std::to_string(c.world) + " rank " + std::to_string(c.rank));
       harness::JudgeOptions o;
       o.write_failure = false;
       const harness::Verdict v = harness::run_and_judge(*reference, c, o);
@@ -95,7 +95,7 @@ TEST(NamedCases, BenchmarkShapesReadEveryShardPageOnce) {
     if (n.family != CaseFamily::benchmark) continue;
     ++shapes;
     const Case& c = n.spec;
-    SCOPED_TRACE(c.label);
+    SCOPED_TRACE(c.name);
     std::set<std::int32_t> pages;
     std::int64_t read = 0;
     for (std::int64_t i = 0; i < c.batch(); ++i) {

@@ -83,10 +83,10 @@ int cases_command(bool as_json) {
   json rows = json::array();
   for (const harness::NamedCase& n : harness::named_cases()) {
     if (as_json)
-      rows.push_back({{"name", n.spec.label}, {"family", harness::family_name(n.family)}, {"what", n.what},
+      rows.push_back({{"name", n.spec.name}, {"family", harness::family_name(n.family)}, {"what", n.what},
                       {"case", n.spec.str()}});
     else
-      std::printf("%-36s %-10s %s\n", n.spec.label.c_str(), harness::family_name(n.family), n.what.c_str());
+      std::printf("%-36s %-10s %s\n", n.spec.name.c_str(), harness::family_name(n.family), n.what.c_str());
   }
   if (as_json) std::cout << rows.dump(2) << "\n";
   return 0;
@@ -97,19 +97,19 @@ int cases_command(bool as_json) {
 int generate_command(const std::string& out, const std::string& cls, std::uint64_t seed, std::int64_t count) {
   std::vector<std::pair<std::string, Case>> cases;
   if (cls.empty()) {
-    for (const Case& c : harness::corpus_cases()) cases.emplace_back(c.label, c);
+    for (const Case& c : harness::corpus_cases()) cases.emplace_back(c.name, c);
   } else {
     const auto& sizes = gen::limit_names();
     if (std::find(sizes.begin(), sizes.end(), cls) != sizes.end()) {
       for (std::int64_t k = 0; k < count; ++k) {
         Case c = gen::sample_case(gen::named_limits(cls), seed + static_cast<std::uint64_t>(k));
-        c.label = cls;
+        c.name = cls;
         cases.emplace_back(cls + "_seed" + std::to_string(seed + static_cast<std::uint64_t>(k)), c);
       }
     } else {
       try {
         const harness::NamedCase& n = harness::named_case(cls);
-        cases.emplace_back(n.spec.label, n.spec);
+        cases.emplace_back(n.spec.name, n.spec);
       } catch (const std::invalid_argument& e) {
         std::string sizes;
         for (const std::string& n : gen::limit_names()) sizes += (sizes.empty() ? "" : ", ") + n;

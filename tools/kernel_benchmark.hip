@@ -111,7 +111,7 @@ std::string spot_check(const Case& c, const float* out_dev, const std::uint16_t*
   const std::int64_t b = std::min<std::int64_t>(c.batch(), 2), L = c.local(), G = c.global(), H = c.heads;
   const std::int64_t QL = c.query_len, T = c.tokens();
   Case sub = c;
-  sub.label = c.label + "_spot_check";
+  sub.name = c.name + "_spot_check";
   sub.seq_lens.resize(static_cast<std::size_t>(b));
   sub.pages = b * L;
   sub.block_table.assign(static_cast<std::size_t>(b * c.table_width), 0);
@@ -240,7 +240,7 @@ std::vector<Config> configs(const std::string& only) {
   std::vector<Config> v;
   std::vector<const harness::NamedCase*> bench;
   for (const harness::NamedCase& n : harness::named_cases())
-    if (n.family == harness::CaseFamily::benchmark && (only.empty() || n.spec.label == only)) bench.push_back(&n);
+    if (n.family == harness::CaseFamily::benchmark && (only.empty() || n.spec.name == only)) bench.push_back(&n);
   if (bench.empty()) throw std::invalid_argument("--only " + only + ": no benchmark case of that name (ctxscore cases)");
   for (const auto* n : bench) v.push_back({n, std::nullopt, "production"});
   for (const auto* n : bench) {
@@ -289,7 +289,7 @@ int main(int argc, char** argv) {
     for (const Config& cfg : configs(only)) {
       rows.push_back(measure(cfg, copy, s, replays));
       const Row& r = rows.back();
-      std::fprintf(stderr, "measured %s %s teams=%d ring pages=%d live rows=%d: %.1f us, %s\n", cfg.named->spec.label.c_str(),
+      std::fprintf(stderr, "measured %s %s teams=%d ring pages=%d live rows=%d: %.1f us, %s\n", cfg.named->spec.name.c_str(),
                    cfg.geometry.c_str(), r.teams, r.ring_pages, r.live_rows, r.us, r.check.c_str());
     }
     FILE* f = std::fopen(csv.c_str(), "w");
@@ -298,7 +298,7 @@ int main(int argc, char** argv) {
     for (const Row& r : rows) {
       const Case& c = r.cfg.named->spec;
       std::fprintf(f, "%s,%lld,%lld,%lld,%lld,%lld,%lld,%s,%lld,%lld,%d,%d,%d,%.3f,%.3f,%.0f,%.1f,%.4f,%.4f,%.1f,%s\n",
-                   c.label.c_str(), (long long)c.batch(), (long long)c.max_seq_len, (long long)c.heads, (long long)c.query_len,
+                   c.name.c_str(), (long long)c.batch(), (long long)c.max_seq_len, (long long)c.heads, (long long)c.query_len,
                    (long long)c.world, (long long)c.rank, r.cfg.geometry.c_str(), (long long)r.chunk, (long long)r.grid_y,
                    r.teams, r.ring_pages, r.live_rows, r.us, r.launch_floor_us, r.bytes, r.gbps, r.fraction, copy * 1e-12,
                    r.cfg.forced ? 0.0 : r.cfg.named->upstream_us, r.check.c_str());
@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
       }
       char tm[24];
       std::snprintf(tm, sizeof tm, "%dx%d/%d", r.teams, r.ring_pages, r.live_rows);
-      std::printf("%-24s %-10s %6lld %8s %10.1f %7.1f %10.1f %9.0f %8.2f %10s %8s  %s\n", r.cfg.named->spec.label.c_str(),
+      std::printf("%-24s %-10s %6lld %8s %10.1f %7.1f %10.1f %9.0f %8.2f %10s %8s  %s\n", r.cfg.named->spec.name.c_str(),
                   r.cfg.geometry.c_str(), (long long)r.grid_y, tm, r.us, r.launch_floor_us, r.bytes / (1 << 20), r.gbps,
                   r.fraction, up, sp, r.check.c_str());
     }

@@ -19,7 +19,7 @@ namespace {
 // 8 requests of 16 blocks each, world 1, N = heads tile rows.
 Case bench_case(std::int64_t rows) {
   Case c;
-  c.label = "bench";
+  c.name = "bench";
   c.seed = 7;
   c.heads = rows;
   c.max_seq_len = 16 * 128;

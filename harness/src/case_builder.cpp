@@ -21,7 +21,7 @@ TableRule distinct_shard_pages() {
   };
 }
 
-CaseBuilder::CaseBuilder(std::string label) { c_.label = std::move(label); }
+CaseBuilder::CaseBuilder(std::string name) { c_.name = std::move(name); }
 CaseBuilder& CaseBuilder::seed(std::uint64_t v) { c_.seed = v; return *this; }
 CaseBuilder& CaseBuilder::zero_queries() { c_.zero_queries = true; return *this; }
 CaseBuilder& CaseBuilder::heads(std::int64_t v) { c_.heads = v; return *this; }
@@ -66,7 +66,7 @@ Case CaseBuilder::build() const {
   if (ids_) {
     c.table_width = width_ > 0 ? width_ : c.global();
     if (static_cast<std::int64_t>(ids_->size()) != B * c.table_width)
-      throw std::invalid_argument("CaseBuilder(" + c.label + "): table has " + std::to_string(ids_->size()) +
+      throw std::invalid_argument("CaseBuilder(" + c.name + "): table has " + std::to_string(ids_->size()) +
                                   " ids, expected batch × width = " + std::to_string(B) + " × " +
                                   std::to_string(c.table_width));
     c.block_table = *ids_;

@@ -206,9 +206,9 @@ const std::vector<NamedCase>& named_cases() {
 
 const NamedCase& named_case(const std::string& name) {
   for (const NamedCase& n : named_cases())
-    if (n.spec.label == name) return n;
+    if (n.spec.name == name) return n;
   std::string known;
-  for (const NamedCase& n : named_cases()) known += " " + n.spec.label;
+  for (const NamedCase& n : named_cases()) known += " " + n.spec.name;
   throw std::invalid_argument("no named case \"" + name + "\"; the registry holds:" + known);
 }
 

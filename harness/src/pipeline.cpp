@@ -51,7 +51,7 @@ PipelineVerdict judge_pipeline(Backend& b, const Case& c, const std::vector<OutM
   v.spec = c;
   const std::int64_t H = c.heads, T = c.tokens(), G = c.global(), L = c.local();
   Case whole = c;
-  whole.label = c.label + "_world1";
+  whole.name = c.name + "_world1";
   whole.world = 1;
   whole.rank = 0;
   whole.geometry.reset();

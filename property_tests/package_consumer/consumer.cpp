@@ -15,7 +15,7 @@ int main() {
     ctxscore::score_shard(h.args());
     const ctxscore::CompareReport r = ctxscore::compare(f.oracle(), h.out_layout(), before.data(), h.out.data(),
                                                         static_cast<std::int64_t>(h.out.size()));
-    std::printf("consumer: %s: %s\n", f.spec.label.c_str(), r.summary().c_str());
+    std::printf("consumer: %s: %s\n", f.spec.name.c_str(), r.summary().c_str());
     return r.ok() && r.written > 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "consumer: %s\n", e.what());

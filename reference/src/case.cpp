@@ -35,7 +35,7 @@ Case Case::resolved() const {
 std::string Case::str() const {
   std::ostringstream s;
   s.precision(17);
-  s << "Case{" << label << " seed=" << seed << (zero_queries ? " queries=zero" : "") << " B=" << batch() << " H=" << heads << " QL=" << query_len
+  s << "Case{" << name << " seed=" << seed << (zero_queries ? " queries=zero" : "") << " B=" << batch() << " H=" << heads << " QL=" << query_len
     << " world=" << world << " rank=" << rank << " S=" << max_seq_len << " P=" << pages
     << " sm_scale=" << sm_scale << " lens=";
   print_list(s, seq_lens, 64);

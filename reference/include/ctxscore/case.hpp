@@ -16,7 +16,7 @@
 namespace ctxscore {
 
 struct Case {
-  std::string label = "random";  // the edge class it was drawn for
+  std::string name = "random";  // the named case or class it was drawn as (a fixture's case_class)
   std::uint64_t seed = 0;        // query and cache contents
   std::int64_t heads = 1, query_len = 1, world = 1, rank = 0;
   std::int64_t max_seq_len = 128;  // the capture-stable bound S

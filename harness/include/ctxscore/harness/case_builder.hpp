@@ -27,7 +27,7 @@ TableRule distinct_shard_pages();
 
 class CaseBuilder {
  public:
-  explicit CaseBuilder(std::string label);
+  explicit CaseBuilder(std::string name);
   CaseBuilder& seed(std::uint64_t v);
   CaseBuilder& zero_queries();  // every query element 0: every score ties
   CaseBuilder& heads(std::int64_t v);

@@ -162,7 +162,7 @@ inline void shrink_to_budget(Case& c, std::int64_t max_work) {
 inline rc::Gen<Case> genCase(const CaseLimits& lim) {
   return rc::gen::exec([lim] {
     Case c;
-    c.label = "random";
+    c.name = "random";
     c.seed = *rc::gen::arbitrary<std::uint32_t>();
     c.heads = *rc::gen::inRange<std::int64_t>(lim.min_heads, lim.max_heads + 1);
     c.query_len = *rc::gen::inRange<std::int64_t>(lim.min_query_len, lim.max_query_len + 1);

@@ -23,7 +23,7 @@ const char* family_name(CaseFamily f);
 struct NamedCase {
   CaseFamily family;
   std::string what;        // the claim or shape it pins down, one line
-  Case spec;               // spec.label is the case's name
+  Case spec;               // spec.name is the case's name
   double upstream_us = 0;  // the upstream kernel's published time for a benchmark shape; 0: none
 };
 
