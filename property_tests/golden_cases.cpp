@@ -27,7 +27,9 @@ float out_at(const HostCase& h, std::int64_t head, std::int64_t row, std::int64_
   return h.out[static_cast<std::size_t>(h.out_layout().offset(head, row, slot))];
 }
 
-TEST(GoldenCases, OneHotMaxOverTheCausalPrefix) {
+// One request of 5 tokens at sm_scale 1: the query is 2 at d = 3, key
+// position pos holds pos there, so the dot at pos is 2·pos.
+HostCase one_hot_prefix() {
   Case c;
   c.sm_scale = 1.0;
   c.seq_lens = {5};
@@ -35,6 +37,11 @@ TEST(GoldenCases, OneHotMaxOverTheCausalPrefix) {
   HostCase h = zeroed(c);
   set_q(h, 0, 0, 3, 2.0f);
   for (int pos = 0; pos < 128; ++pos) set_k(h, 0, pos, 3, static_cast<float>(pos));
+  return h;
+}
+
+TEST(GoldenCases, OneHotMaxOverTheCausalPrefix) {
+  HostCase h = one_hot_prefix();
   score_shard(h.args());
   // positions 0..4 qualify; the largest dot is 2·4 = 8; SCALE = fp32(1.4426950409).
   EXPECT_EQ(out_at(h, 0, 0, 0), 8.0f * 1.4426950409f);
@@ -44,13 +51,7 @@ TEST(GoldenCases, OneHotMaxOverTheCausalPrefix) {
 // qualifying positions is 2·4 = 8, SCALE·8 lies in [8, 16) where an fp32 ulp
 // is 2^-20, so the bound is SCALE·128·2^-23·8 + 2^-20 = SCALE·2^-13 + 2^-20.
 TEST(GoldenCases, BoundIsTheContractsFormulaAtAHandPoint) {
-  Case c;
-  c.sm_scale = 1.0;
-  c.seq_lens = {5};
-  c.block_table = {0};
-  HostCase h = zeroed(c);
-  set_q(h, 0, 0, 3, 2.0f);
-  for (int pos = 0; pos < 128; ++pos) set_k(h, 0, pos, 3, static_cast<float>(pos));
+  HostCase h = one_hot_prefix();
   const ShardScores s = score_shard(h.args());
   const double scale = 1.4426950409f;
   EXPECT_EQ(s.bound[static_cast<std::size_t>(s.index(0, 0, 0))], scale * std::ldexp(1.0, -13) + std::ldexp(1.0, -20));
