@@ -1,10 +1,11 @@
-"""The path a kernel author takes, away from this repository: `cmake
+"""The paths a kernel author takes, away from this repository: `cmake
 --install` into a prefix, and `pip wheel` + `pip install` of the Python
 package into a target; then, from an unrelated directory holding only a
 test file, with nothing on PATH that the install did not put there, the
 pytest gate passes a correct port and fails a planted bug with its shrunk
 case, its fixture under the test's temporary directory, and nothing
-written anywhere else."""
+written anywhere else. And a C++ project of their own finds the installed
+CMake package and judges a corpus fixture with its libraries."""
 import glob
 import os
 import platform
@@ -96,3 +97,18 @@ def test_install_then_gate_from_an_unrelated_directory(build_dir, tmp_path):
     assert tree(home) == [], tree(home)
     assert set(glob.glob("/tmp/ctxscore-failures*")) == temp_failures_before
     assert untracked_in_source() == before
+
+
+def test_a_cmake_project_uses_the_installed_package(build_dir, tmp_path):
+    prefix, build = tmp_path / "prefix", tmp_path / "build"
+    steps = [
+        ["cmake", "--install", build_dir, "--prefix", str(prefix)],
+        ["cmake", "-S", os.path.join(os.path.dirname(os.path.abspath(__file__)), "package_consumer"), "-B", str(build),
+         "-G", "Ninja", f"-DCMAKE_PREFIX_PATH={prefix}", "-DCMAKE_BUILD_TYPE=Release"],
+        ["cmake", "--build", str(build)],
+        [str(build / "consumer")],
+    ]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (step, done.stdout, done.stderr)
+    assert done.stdout.startswith("consumer: upstream_two_requests_rank1: "), done.stdout  # exit 0: it matched
