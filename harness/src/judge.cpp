@@ -173,6 +173,7 @@ void JudgeStats::add(const Verdict& v) {
   neg_inf += v.report.written_neg_inf;
   selection_rows += v.report.selection.rows;
   selection_matched += v.report.selection.matched;
+  selection_lower_matched += v.report.selection_lower_first.matched;
   near_ties += v.report.selection.near_ties;
   worst_margin = std::min(worst_margin, v.report.selection.worst_margin);
   if (v.report.worst_ratio > worst_ratio) {
@@ -193,8 +194,8 @@ std::string JudgeStats::str() const {
     o << ")";
   }
   o << ", " << written << " written elements (" << neg_inf << " -inf), worst error/bound ratio " << worst_ratio;
-  o << "; local top-16: " << selection_matched << "/" << selection_rows << " rows matched, " << near_ties
-    << " near-ties, worst margin ";
+  o << "; local top-16: " << selection_matched << "/" << selection_rows << " rows matched (lower block first: "
+    << selection_lower_matched << "/" << selection_rows << " rows matched), " << near_ties << " near-ties, worst margin ";
   if (worst_margin >= 1e300) o << "none";
   else o << worst_margin;
   if (!worst_case.empty()) o << " in " << worst_case;

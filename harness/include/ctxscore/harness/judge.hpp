@@ -84,6 +84,7 @@ struct JudgeStats {
   std::string worst_case;
   // The consumer's view (CompareReport::selection), summed.
   std::int64_t selection_rows = 0, selection_matched = 0, near_ties = 0;
+  std::int64_t selection_lower_matched = 0;  // the same rows under the lower-block-first rule
   double worst_margin = 1e300;
   void add(const Verdict& v);
   std::string str() const;  // one line
