@@ -127,6 +127,16 @@ TEST(PortMisbehaviour, EachGetsAVerdictTheCaseIsKeptAndTheChildIsReaped) {
     EXPECT_NE(std::string(e.what()).find("did not start"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(process_gone(pidfile));
+  // Nor does one that answers in another protocol.
+  const fs::path other = dir / "other_protocol.pid";
+  try {
+    harness::make_backend("port", python_port(CTXSCORE_SOURCE_DIR "/property_tests/ports/broken_port.py other_protocol", other));
+    ADD_FAILURE() << "a port speaking another protocol was accepted";
+  } catch (const harness::BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("speaks protocol \"999\", expected \"" + std::to_string(kProtocolVersion) + "\""),
+              std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(process_gone(other));
   EXPECT_EQ(port_stderr_files(), stderr_files) << "a port's stderr file was left in the temporary directory";
   harness::set_failure_dir("");
   harness::set_port_timeout_seconds(0);

@@ -239,7 +239,8 @@ class Worker {
     const std::string kind = m.metadata.count("message") ? m.metadata.at("message") : "";
     SafeTensors r;
     if (kind == "hello") {
-      r.metadata = {{"message", "hello"}, {"name", name_}, {"supports", gpu_ ? "score,capture" : "score"}};
+      r.metadata = {{"message", "hello"}, {"name", name_}, {"supports", gpu_ ? "score,capture" : "score"},
+                    {"protocol", std::to_string(ctxscore::kProtocolVersion)}};
     } else if (kind == "score") {
       Call call(m, gpu_, c_stream_);
       run(call.c);

@@ -484,7 +484,7 @@ class PortBackend : public Backend, public PortBackendApi {
   void start() {
     child_ = std::make_unique<Child>(command_);
     SafeTensors hello;
-    hello.metadata = {{"message", "hello"}, {"protocol", "1"}};
+    hello.metadata = {{"message", "hello"}, {"protocol", std::to_string(kProtocolVersion)}};
     try {
       const Deadline deadline = Deadline::in(port_startup_timeout_seconds());  // start-up has a limit of its own
       child_->send(encode_safetensors(hello), deadline);
@@ -492,6 +492,10 @@ class PortBackend : public Backend, public PortBackendApi {
       const SafeTensors reply = decode_safetensors(raw.data(), raw.size(), "the port's hello");
       if (reply.metadata.count("message") == 0 || reply.metadata.at("message") != "hello")
         throw BackendError("port " + shell_quoted(command_) + " did not answer `hello` with `hello`");
+      const auto protocol = reply.metadata.find("protocol");
+      if (protocol != reply.metadata.end() && protocol->second != std::to_string(kProtocolVersion))
+        throw BackendError("port " + shell_quoted(command_) + " speaks protocol \"" + protocol->second +
+                           "\", expected \"" + std::to_string(kProtocolVersion) + "\"");
       port_name_ = reply.metadata.count("name") ? reply.metadata.at("name") : command_;
       supports_ = "," + (reply.metadata.count("supports") ? reply.metadata.at("supports") : std::string("score")) + ",";
     } catch (const FixtureError& e) {

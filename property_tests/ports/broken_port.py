@@ -3,7 +3,6 @@ request in the way its argument names; the harness must give each a
 verdict naming what it did and reap the child. Writes its pid to
 $CTXSCORE_TEST_PIDFILE so a test can check that it is gone."""
 import os
-import struct
 import sys
 import time
 
@@ -11,6 +10,7 @@ import numpy as np
 
 from ctxscore import safetensors
 from ctxscore.port import read_frame, write_frame
+from ctxscore.wire_format import frame_length
 
 behaviour = sys.argv[1]
 if os.environ.get("CTXSCORE_TEST_PIDFILE"):
@@ -39,7 +39,8 @@ while True:
                 os._exit(0)
             with open(os.environ["CTXSCORE_TEST_PIDFILE"] + ".child", "w") as f:
                 f.write(str(child))
-        reply({}, {"message": "hello", "name": "broken:" + behaviour, "supports": "score"})
+        protocol = {"protocol": "999"} if behaviour == "other_protocol" else {}
+        reply({}, {"message": "hello", "name": "broken:" + behaviour, "supports": "score", **protocol})
         if behaviour == "never_reads":
             time.sleep(3600)
         if behaviour == "sleeps_before_reading":
@@ -55,18 +56,18 @@ while True:
         time.sleep(3600)
     elif behaviour == "truncated":  # half a reply, then gone
         data = safetensors.encode(good, {"message": "scores"})
-        stdout.write(struct.pack("<Q", len(data)) + data[: len(data) // 2])
+        stdout.write(frame_length(len(data)) + data[: len(data) // 2])
         stdout.flush()
         sys.exit(0)
     elif behaviour == "garbage_bytes":
-        stdout.write(struct.pack("<Q", 64) + os.urandom(64))
+        stdout.write(frame_length(64) + os.urandom(64))
         stdout.flush()
     elif behaviour == "huge_length":
-        stdout.write(struct.pack("<Q", 1 << 40))
+        stdout.write(frame_length(1 << 40))
         stdout.flush()
         time.sleep(3600)
     elif behaviour == "huge_announced_reply":  # plausible for some reply, far more than this request's
-        stdout.write(struct.pack("<Q", 3 << 30))
+        stdout.write(frame_length(3 << 30))
         stdout.flush()
         time.sleep(3600)
     elif behaviour == "sleeps_before_reading":

@@ -10,8 +10,8 @@ import struct
 import numpy as np
 
 from . import safetensors
+from .wire_format import FIXTURE_FORMAT_VERSION, OLDEST_FIXTURE_FORMAT_VERSION
 
-FORMAT_VERSION = 2  # the newest fixture format this reader takes (fixtures/FORMAT.md)
 
 BASE = ("idx_q", "index_cache", "block_table", "seq_lens", "expected", "written", "tolerance")
 SELECTION = ("selection_higher", "selection_lower", "selection_margin")
@@ -225,7 +225,7 @@ def _validate(path, t, meta):
     m = _Meta(path, meta)
     if m.text("format") != "ctxscore-fixture":
         m.fail("format", f"{meta['format']!r}, expected 'ctxscore-fixture'")
-    version = m.integer("format_version", 1, FORMAT_VERSION)
+    version = m.integer("format_version", OLDEST_FIXTURE_FORMAT_VERSION, FIXTURE_FORMAT_VERSION)
     wanted = BASE + (SELECTION if version >= 2 else ())
     for name in t:
         if name not in wanted:

@@ -19,13 +19,13 @@ max_query_len) -> (chunk_count, chunk, grid_x, grid_y) for the harness to
 fuzz the port's launch geometry.
 """
 import argparse
-import struct
 import sys
 import traceback
 
 import numpy as np
 
 from . import safetensors
+from .wire_format import FRAME_LENGTH_BYTES, PROTOCOL_VERSION, frame_length, read_frame_length
 from .tensors import Buffers, to_numpy, torch_available
 
 
@@ -33,12 +33,12 @@ MAX_REQUEST_BYTES = 1 << 38  # far past any case's buffers, far below what eight
 
 
 def read_frame(stream, limit=MAX_REQUEST_BYTES):
-    head = stream.read(8)
+    head = stream.read(FRAME_LENGTH_BYTES)
     if not head:
         return None
-    if len(head) < 8:
+    if len(head) < FRAME_LENGTH_BYTES:
         raise EOFError("the harness closed the pipe mid-length")
-    (n,) = struct.unpack("<Q", head)
+    n = read_frame_length(head)
     if n > limit:
         raise EOFError(f"a message of {n} bytes announced, more than the {limit} one may have "
                        "(is stdin the port protocol?)")
@@ -49,7 +49,7 @@ def read_frame(stream, limit=MAX_REQUEST_BYTES):
 
 
 def write_frame(stream, data):
-    stream.write(struct.pack("<Q", len(data)))
+    stream.write(frame_length(len(data)))
     stream.write(data)
     stream.flush()
 
@@ -114,8 +114,11 @@ class Worker:
         return self.buffers.kind == "torch" and str(self.buffers.device).startswith("cuda")
 
     def hello(self, t, m):
+        if m.get("protocol", str(PROTOCOL_VERSION)) != str(PROTOCOL_VERSION):
+            raise ValueError(f"the harness speaks protocol {m['protocol']!r}, this worker protocol {PROTOCOL_VERSION}")
         supports = ["score"] + (["capture"] if self.can_capture() else []) + (["geometry"] if self.geometry_fn else [])
-        return {}, {"message": "hello", "name": self.name, "supports": ",".join(supports)}
+        return {}, {"message": "hello", "name": self.name, "supports": ",".join(supports),
+                    "protocol": str(PROTOCOL_VERSION)}
 
     def reply_scores(self, call, got):
         self.buffers.synchronize()
