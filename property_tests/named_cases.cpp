@@ -102,7 +102,7 @@ TEST(NamedCases, BenchmarkShapesReadEveryShardPageOnce) {
       EXPECT_EQ(c.seq_lens[static_cast<std::size_t>(i)], c.max_seq_len);
       const std::int64_t scan = scan_slots(c.seq_lens[static_cast<std::size_t>(i)], c.global(), c.local(), c.rank, c.world);
       for (std::int64_t j = 0; j < scan; ++j, ++read) {
-        const std::int32_t id = c.block_table[static_cast<std::size_t>(i * c.table_width + block_of_slot(j, c.rank, c.world))];
+        const std::int32_t id = c.table_entry(i, block_of_slot(j, c.rank, c.world));
         EXPECT_GE(id, 0);
         EXPECT_LT(id, c.pages);
         pages.insert(id);

@@ -55,11 +55,8 @@ RC_GTEST_PROP(Reference, RanksPartitionTheReachedBlocks, ()) {
 RC_GTEST_PROP(Reference, ShardsReassembleIntoWorldOne, ()) {
   Case c = *gen::genCase(cpu_limits());
   gen::classify(c);
-  Case whole = c;
-  whole.world = 1;
-  whole.rank = 0;
-  whole.out_rows = whole.out_slots = whole.out_head_stride = whole.out_row_stride = whole.out_slot_stride = 0;
-  const auto one = score_case(whole.resolved());
+  const Case whole = c.unsharded();
+  const auto one = score_case(whole);
   for (std::int64_t r = 0; r < c.world; ++r) {
     c.rank = r;
     const auto shard = score_case(c);
@@ -94,7 +91,7 @@ RC_GTEST_PROP(Reference, BoundIndependenceIsBitwise, ()) {
     x->block_table = std::vector<std::int32_t>(static_cast<std::size_t>(c.batch() * x->table_width));
     for (std::size_t e = 0; e < x->block_table.size(); ++e)
       x->block_table[e] = static_cast<std::int32_t>((e * 31 + c.seed) % static_cast<std::uint64_t>(c.pages));
-    x->out_rows = x->out_slots = x->out_head_stride = x->out_row_stride = x->out_slot_stride = 0;
+    *x = x->with_packed_out();
   }
   const auto sa = score_case(a.resolved()), sb = score_case(b.resolved());
   for (std::int64_t row = 0; row < c.tokens(); ++row)
@@ -111,7 +108,7 @@ RC_GTEST_PROP(Reference, BoundIndependenceIsBitwise, ()) {
 std::int32_t* written_entry(Case& c, std::int64_t i, std::int64_t j) {
   const std::int64_t scan = scan_slots(c.seq_lens[static_cast<std::size_t>(i)], c.global(), c.local(), c.rank, c.world);
   if (j >= scan) return nullptr;
-  return &c.block_table[static_cast<std::size_t>(i * c.table_width + block_of_slot(j, c.rank, c.world))];
+  return &c.table_entry(i, block_of_slot(j, c.rank, c.world));
 }
 
 TEST(Reference, OutOfRangePageScoresAsItsClampedPage) {

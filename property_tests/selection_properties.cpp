@@ -51,12 +51,7 @@ RC_GTEST_PROP(Selection, MergedTopKOverRanksIsTheWorldOneTopK, ()) {
   const SelectionParams p = *genSelectionParams();
   RC_CLASSIFY(c.world > 1, "sharded");
   RC_CLASSIFY(p.tie == TieRule::lower_block_first, "lower block first");
-  Case whole = c;
-  whole.world = 1;
-  whole.rank = 0;
-  whole.geometry.reset();
-  whole.out_rows = whole.out_slots = whole.out_head_stride = whole.out_row_stride = whole.out_slot_stride = 0;
-  const std::vector<float> one = reference_shard(whole.resolved(), 0);
+  const std::vector<float> one = reference_shard(c.unsharded(), 0);
   std::vector<std::vector<float>> shards;
   for (std::int64_t r = 0; r < c.world; ++r) shards.push_back(reference_shard(c, r));
   std::vector<const float*> ptrs;

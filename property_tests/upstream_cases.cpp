@@ -47,7 +47,7 @@ TEST(UpstreamCases, TwoRequestsWorld2EachRank) {
             continue;
           }
           const std::int64_t b = j * 2 + rank;
-          const float want = fp32_score(s.host, row, h, b, c.block_table[static_cast<std::size_t>(row * c.table_width + b)]);
+          const float want = fp32_score(s.host, row, h, b, c.table_entry(row, b));
           ASSERT_TRUE(std::isfinite(want));  // QL = 1: every written block has a qualifying position
           EXPECT_NEAR(got, want, 2e-2 + 2e-2 * std::fabs(want)) << "rank " << rank << " row " << row << " head " << h;
           // The contract's derived bound as well: an fp32 sum in upstream's order lies within it of the exact score.

@@ -76,7 +76,7 @@ Case CaseBuilder::build() const {
     c.block_table.resize(static_cast<std::size_t>(B * c.table_width));
     for (std::int64_t i = 0; i < B; ++i)
       for (std::int64_t b = 0; b < c.table_width; ++b)
-        c.block_table[static_cast<std::size_t>(i * c.table_width + b)] = rule(c, i, b);
+        c.table_entry(i, b) = rule(c, i, b);
   }
   c.table_row_stride = row_stride_ > 0 ? row_stride_ : c.table_width;
   return c.resolved();

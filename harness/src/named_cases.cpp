@@ -223,10 +223,9 @@ std::vector<Case> at_every_rank_of_worlds_1_2_4_8(const Case& c) {
   std::vector<Case> v;
   for (const std::int64_t world : {1, 2, 4, 8})
     for (std::int64_t rank = 0; rank < world; ++rank) {
-      Case s = c;
+      Case s = c.with_packed_out();
       s.world = world;
       s.rank = rank;
-      s.out_rows = s.out_slots = s.out_head_stride = s.out_row_stride = s.out_slot_stride = 0;
       v.push_back(s.resolved());
     }
   return v;

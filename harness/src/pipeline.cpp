@@ -50,13 +50,8 @@ PipelineVerdict judge_pipeline(Backend& b, const Case& c, const std::vector<OutM
   PipelineVerdict v;
   v.spec = c;
   const std::int64_t H = c.heads, T = c.tokens(), G = c.global(), L = c.local();
-  Case whole = c;
+  Case whole = c.unsharded();
   whole.name = c.name + "_world1";
-  whole.world = 1;
-  whole.rank = 0;
-  whole.geometry.reset();
-  whole.out_rows = whole.out_slots = whole.out_head_stride = whole.out_row_stride = whole.out_slot_stride = 0;
-  whole = whole.resolved();
   try {
     HostCase one = materialize(whole);
     const ShardScores exact = oracle_scores(Oracle::reference, one);

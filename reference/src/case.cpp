@@ -32,6 +32,20 @@ Case Case::resolved() const {
   return c;
 }
 
+Case Case::with_packed_out() const {
+  Case c = *this;
+  c.out_rows = c.out_slots = c.out_head_stride = c.out_row_stride = c.out_slot_stride = 0;
+  return c;
+}
+
+Case Case::unsharded() const {
+  Case c = with_packed_out();
+  c.world = 1;
+  c.rank = 0;
+  c.geometry.reset();
+  return c.resolved();
+}
+
 std::string Case::str() const {
   std::ostringstream s;
   s.precision(17);
@@ -92,7 +106,7 @@ HostCase lay_out(const Case& input, const std::vector<bf16>& q_dense, std::vecto
   for (std::int64_t i = 0; i < B; ++i)
     for (std::int64_t b = 0; b < c.table_width; ++b)
       hc.table[static_cast<std::size_t>(i * c.table_row_stride + b)] =
-          c.block_table[static_cast<std::size_t>(i * c.table_width + b)];
+          c.table_entry(i, b);
   hc.lens = c.seq_lens;
   if (hc.lens.empty()) hc.lens.push_back(0);  // a non-null buffer for an empty batch
 

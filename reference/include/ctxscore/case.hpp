@@ -38,9 +38,21 @@ struct Case {
   std::int64_t tokens() const { return batch() * query_len; }
   std::int64_t global() const { return global_blocks(max_seq_len); }
   std::int64_t local() const { return local_slots(global(), world); }
+  // The table's page id for block b of request i.
+  std::int32_t table_entry(std::int64_t i, std::int64_t b) const {
+    return block_table[static_cast<std::size_t>(i * table_width + b)];
+  }
+  std::int32_t& table_entry(std::int64_t i, std::int64_t b) {
+    return block_table[static_cast<std::size_t>(i * table_width + b)];
+  }
 
   // Packed defaults filled in: every stride and out dimension explicit.
   Case resolved() const;
+  // The same case with out packed [H, T, L] (the out fields back to 0).
+  Case with_packed_out() const;
+  // The same call unsharded: world 1, rank 0, the launcher's own geometry,
+  // out packed; resolved.
+  Case unsharded() const;
   std::string str() const;  // one line
 };
 

@@ -201,7 +201,7 @@ inline rc::Gen<Case> genSelectionCase(const CaseLimits& lim) {
       if (c.max_seq_len <= longer) {
         // A bound past 16 slots: the table, out and any forced chunking follow it.
         c.max_seq_len = *rc::gen::inRange<std::int64_t>(longer + 1, lim.max_bound + 1);
-        c.out_rows = c.out_slots = c.out_head_stride = c.out_row_stride = c.out_slot_stride = 0;
+        c = c.with_packed_out();
         c.geometry.reset();
       }
       for (std::int32_t& len : c.seq_lens)
@@ -239,7 +239,8 @@ inline harness::OutMode sample_out_mode(std::uint64_t seed) {
 }
 
 // How many cases of the current property touched each edge class; the
-// property runner prints and clears it after each property.
+// property runner, which counts the cases, prints and clears it after each
+// property.
 inline std::map<std::string, std::int64_t>& class_counts() {
   static std::map<std::string, std::int64_t> counts;
   return counts;
@@ -263,7 +264,7 @@ inline void classify(const Case& c, harness::OutMode out = harness::OutMode::giv
     const std::int64_t len = c.seq_lens[static_cast<std::size_t>(i)];
     for (std::int64_t j = 0; j < scan_slots(len, G, L, c.rank, c.world); ++j) {
       const std::int64_t b = block_of_slot(j, c.rank, c.world);
-      const std::int32_t id = c.block_table[static_cast<std::size_t>(i * c.table_width + b)];
+      const std::int32_t id = c.table_entry(i, b);
       oob_read = oob_read || id < 0 || id >= c.pages;
       neg_inf = neg_inf || qualifying_prefix(b, causal_cutoff(len, c.query_len, 0)) == 0;
     }
@@ -297,7 +298,6 @@ inline void classify(const Case& c, harness::OutMode out = harness::OutMode::giv
       {out == harness::OutMode::absent, "out absent (fresh buffer)"},
       {out == harness::OutMode::too_small, "out too small (fresh buffer, given one untouched)"},
   };
-  ++class_counts()["(cases)"];
   for (const auto& [hit, name] : classes)
     if (hit) ++class_counts()[name];
 }
