@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "ctxscore/compare.hpp"
+#include "ctxscore/harness/case_builder.hpp"
 #include "ctxscore/harness/generators.hpp"
 #include "ctxscore/harness/named_cases.hpp"
 #include "scored_case.hpp"
@@ -21,20 +22,14 @@ struct Judged {
 };
 
 Judged judged_case() {
-  Case c;
-  c.seed = 5;
-  c.heads = 2;
-  c.query_len = 2;
-  c.world = 2;
-  c.rank = 0;
-  c.max_seq_len = 1024;  // G = 8, L = 4
-  c.pages = 4;
-  c.seq_lens = {300, 257};  // request 1, token 0 reaches no position of block 2
-  c.table_width = 8;
-  c.table_row_stride = 8;
-  c.block_table = {0, 1, 2, 3, 0, 1, 2, 3, 3, 2, 1, 0, 3, 2, 1, 0};
-  c.out_rows = 5;
-  c.out_slots = 6;  // larger than [2, 4, 4]
+  const Case c = harness::CaseBuilder("compare")
+                     .seed(5).heads(2).query_len(2).world(2).rank(0)
+                     .bound(1024)  // G = 8, L = 4
+                     .pages(4)
+                     .lens({300, 257})  // request 1, token 0 reaches no position of block 2
+                     .table({0, 1, 2, 3, 0, 1, 2, 3, 3, 2, 1, 0, 3, 2, 1, 0})
+                     .out(5, 6, 30, 6, 1)  // larger than [2, 4, 4]
+                     .build();
   Judged j;
   j.before = materialize(c).out;
   j.s = test::score_case(c);

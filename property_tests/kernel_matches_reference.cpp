@@ -9,6 +9,7 @@
 
 #include "ctxscore/bits.hpp"
 #include "ctxscore/harness/case_builder.hpp"
+#include "ctxscore/harness/invariance.hpp"
 #include "ctxscore/harness/judge.hpp"
 #include "ctxscore/harness/named_cases.hpp"
 #include "ctxscore/harness/pipeline.hpp"
@@ -41,6 +42,46 @@ class Kernel : public test::OnPropertyBackend {
     return v;
   }
 };
+
+// Repeatability (CONTRACT.md §5): the same call three times gives the first
+// call's bits each time.
+TEST_F(Kernel, SameCallGivesTheSameBitsEachTime) {
+  test::run_property(100, [this] {
+    const Case c = *gen::genCase(limits());
+    const OutMode out = *gen::genOutMode();
+    gen::classify(c, out);
+    JudgeOptions o;
+    o.out = out;
+    o.write_failure = false;
+    o.repeat = 3;
+    test::require(run_and_judge(backend(), c, o), harness::replay_flags(backend(), o));
+  });
+}
+
+// Batch invariance (CONTRACT.md §5): a request's rows are the same bits when
+// the batch gains, loses or reorders requests, or gains ℓ ≤ 0 ones. The
+// shrunk case is the first batch; the other is printed with the verdict.
+TEST_F(Kernel, RequestRowsDoNotDependOnTheBatch) {
+  test::run_property(200, [this] {
+    const Case c = *gen::genCase(limits());
+    const harness::Rebatching r = *gen::genRebatching(c);
+    const OutMode out = *gen::genOutMode();
+    gen::classify(c, out);
+    test::count_class("the batch " + r.how, true);
+    const auto chunk = [](const Case& x) {
+      return launch_geometry(x.batch(), x.max_seq_len, x.world, x.heads, x.query_len).chunk;
+    };
+    test::count_class("the chunk changes with the batch", chunk(c) != chunk(r.batch));
+    const harness::Verdict v = harness::judge_rebatched(backend(), c, r, out);
+    if (!v.ok()) {
+      test::note_failure(c, v.str() + "; the other batch: " + r.str(), backend().replay_flags());
+      RC_FAIL(v.str());
+    }
+  }, {{"the batch gains requests", 0.12},
+      {"the batch loses requests", 0.12},
+      {"the batch is reordered", 0.12},
+      {"the batch gains requests of length <= 0", 0.12}});
+}
 
 // The floors keep `out` given (where stray writes and a view's own strides
 // show) in most cases, and the kernel's load paths all reached.

@@ -248,6 +248,54 @@ TEST(Materialize, QueryPaddingIsNaN) {
   }, {{"padded query strides", 0.20}});
 }
 
+// The materializer poisons what no written element reads (CONTRACT.md §4):
+// pages no scanned slot reads and the query rows of requests that scan
+// nothing hold NaN, and the table entries past a request's reach are wild.
+// Replacing every poisoned value with finite data and in-range ids leaves
+// the reference's scores, written set and pages bitwise the same.
+TEST(Materialize, PoisonsWhatNoWrittenElementReads) {
+  test::run_property(150, [] {
+    const Case c = *gen::genCase(cpu_limits());
+    gen::classify(c);
+    HostCase poisoned = materialize(c);
+    const std::int64_t G = c.global(), L = c.local(), H = c.heads, QL = c.query_len;
+    std::vector<char> read(static_cast<std::size_t>(c.pages), 0);
+    bool idle_request = false;
+    for (std::int64_t i = 0; i < c.batch(); ++i) {
+      const std::int32_t len = c.seq_lens[static_cast<std::size_t>(i)];
+      const std::int64_t scan = scan_slots(len, G, L, c.rank, c.world);
+      for (std::int64_t j = 0; j < scan; ++j)
+        read[static_cast<std::size_t>(clamp_page(c.table_entry(i, block_of_slot(j, c.rank, c.world)), c.pages))] = 1;
+      for (std::int64_t b = std::max<std::int64_t>(reach_blocks(len, G), 0); b < c.table_width; ++b)
+        RC_ASSERT(c.table_entry(i, b) < 0 || c.table_entry(i, b) >= c.pages);
+      idle_request = idle_request || scan == 0;
+      for (std::int64_t t = i * QL; t < (i + 1) * QL; ++t)
+        for (std::int64_t h = 0; h < H; ++h)
+          RC_ASSERT(std::isnan(static_cast<float>(poisoned.q[static_cast<std::size_t>(t * c.q_token_stride + h * c.q_head_stride)])) ==
+                    (scan == 0));
+    }
+    test::count_class("a request reads no query row", idle_request);
+    test::count_class("a page no slot reads", std::count(read.begin(), read.end(), 0) > 0);
+    for (std::int64_t p = 0; p < c.pages; ++p)
+      RC_ASSERT(std::isnan(static_cast<float>(poisoned.cache[static_cast<std::size_t>(p * kPageElems)])) == !read[static_cast<std::size_t>(p)]);
+    // The same call with every poisoned value replaced.
+    HostCase clean = poisoned;
+    for (bf16& x : clean.q)
+      if (std::isnan(static_cast<float>(x))) x = bf16(0.5f);
+    for (bf16& x : clean.cache)
+      if (std::isnan(static_cast<float>(x))) x = bf16(-0.25f);
+    for (std::int64_t i = 0; i < c.batch(); ++i)
+      for (std::int64_t b = std::max<std::int64_t>(reach_blocks(c.seq_lens[static_cast<std::size_t>(i)], G), 0); b < c.table_width; ++b)
+        clean.table[static_cast<std::size_t>(i * c.table_row_stride + b)] = 0;
+    const ShardScores a = score_shard(poisoned.args()), b = score_shard(clean.args());
+    RC_ASSERT(!a.out_of_contract.has_value());
+    RC_ASSERT(a.written == b.written);
+    RC_ASSERT(a.page == b.page);
+    for (std::size_t e = 0; e < a.exact.size(); ++e)
+      RC_ASSERT(a.written[e % a.written.size()] == 0 || float_bits(static_cast<float>(a.exact[e])) == float_bits(static_cast<float>(b.exact[e])));
+  }, {{"a request reads no query row", 0.20}, {"a page no slot reads", 0.30}, {"negative length", 0.05}});
+}
+
 // The GEMM reference against the plain-loop scorer (no shared scoring code):
 // same written set and pages, stored scores within the loops' bound.
 // The floors here hold the generators to the ranges the suite relies on:

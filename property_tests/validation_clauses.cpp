@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "ctxscore/case.hpp"
+#include "ctxscore/harness/case_builder.hpp"
 #include "ctxscore/score.hpp"
 
 namespace ctxscore {
@@ -14,18 +15,13 @@ namespace {
 class Validation : public ::testing::Test {
  protected:
   void SetUp() override {
-    Case c;
-    c.heads = 2;
-    c.query_len = 2;
-    c.world = 2;
-    c.rank = 1;
-    c.max_seq_len = 512;  // G = 4, L = 2
-    c.pages = 3;
-    c.seq_lens = {300, 5};
-    c.table_width = 4;
-    c.table_row_stride = 4;
-    c.block_table = {0, 1, 2, 0, 1, 2, 0, 1};
-    host = materialize(c);
+    host = materialize(harness::CaseBuilder("validation")
+                           .heads(2).query_len(2).world(2).rank(1)
+                           .bound(512)  // G = 4, L = 2
+                           .pages(3)
+                           .lens({300, 5})
+                           .table({0, 1, 2, 0, 1, 2, 0, 1})
+                           .build());
     args = host.args();
   }
 

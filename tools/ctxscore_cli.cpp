@@ -153,7 +153,7 @@ std::vector<fs::path> fixture_files(const std::vector<std::string>& inputs) {
 // Each fixture in each out mode of `modes`; a fixture that does not read is
 // an error of the fixture, told apart from a failing backend.
 Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::vector<OutMode>& modes, bool print,
-                     const harness::TimeBudget& budget) {
+                     const harness::TimeBudget& budget, int repeat = 1) {
   Suite s;
   s.name = "corpus";
   s.backend = b.name();
@@ -176,6 +176,7 @@ Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::
     for (OutMode m : modes) {
       harness::JudgeOptions o;
       o.out = m;
+      o.repeat = repeat;
       Verdict v;
       try {
         v = harness::run_and_judge(b, f, o);
@@ -183,7 +184,7 @@ Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::
         break;  // the next round names the signal
       }
       const std::string name = path.filename().string() + (m == OutMode::given ? "" : std::string(" out=") + harness::out_mode_name(m));
-      s.add(name, v, harness::with_replay_line(fs::absolute(path).string(), b.replay_flags() + harness::out_mode_flags(m)));
+      s.add(name, v, harness::with_replay_line(fs::absolute(path).string(), harness::replay_flags(b, o)));
       if (print)
         std::printf("%-8s %-60s written %7lld  worst ratio %.3g%s%s\n", v.ok() ? "ok" : "FAIL", harness::printable(name).c_str(),
                     static_cast<long long>(v.report.written), v.report.worst_ratio, v.ok() ? "" : "\n         ",
@@ -211,16 +212,16 @@ struct FuzzPlan {
   int shrink_rounds = 50;
   std::int64_t compile_keys = 0;   // 0: unlimited
   std::int64_t shard_index = 0, shard_count = 1;  // case k runs where k % count == index
+  int repeat = 1;                  // calls per case, each after the first bitwise the first's
 };
 
 // A failing case made small: RapidCheck's shrinks of the generated case
 // (those inside the run's compile keys), the first that still fails taken
 // each round, until none does, the rounds run out, the budget is spent or a
 // stop signal arrives. Returns the smallest failing verdict.
-Verdict shrink(Backend& b, rc::Shrinkable<Case> failing, OutMode mode, Verdict verdict, int rounds,
+Verdict shrink(Backend& b, rc::Shrinkable<Case> failing, const harness::JudgeOptions& options, Verdict verdict, int rounds,
                const harness::CaseSource& source, const harness::TimeBudget& budget) {
-  harness::JudgeOptions o;
-  o.out = mode;
+  harness::JudgeOptions o = options;
   o.write_failure = false;
   try {
     for (int round = 0; round < rounds && !budget.spent(); ++round) {
@@ -272,6 +273,7 @@ Suite fuzz(Backend& b, const FuzzPlan& plan, bool print, const harness::TimeBudg
     harness::JudgeOptions o;
     o.out = plan.out_mode == "mixed" ? gen::sample_out_mode(case_seed) : harness::out_mode_named(plan.out_mode);
     o.write_failure = false;
+    o.repeat = plan.repeat;
     Verdict v;
     try {
       v = harness::run_and_judge(b, drawn.value(), o);
@@ -280,16 +282,17 @@ Suite fuzz(Backend& b, const FuzzPlan& plan, bool print, const harness::TimeBudg
     }
     if (!v.ok()) {
       // The shrunk case is what is written and reported; the drawn one is the seed's.
-      v = shrink(b, drawn, o.out, v, plan.shrink_rounds, source, budget);
+      v = shrink(b, drawn, o, v, plan.shrink_rounds, source, budget);
       v.fixture = harness::write_failure_fixture(v.spec, harness::FailureRecord{b.name(), case_seed, o.out, true},
-                                                 b.replay_flags() + harness::out_mode_flags(o.out));
+                                                 harness::replay_flags(b, o));
     }
     s.add("seed " + std::to_string(case_seed), v, v.fixture);
     if (!v.ok() && print) {
       std::string again;
       if (!source.limited())  // a keyed run's case depends on the run's seed and keys as well
         again = "  drawn case again: ctxscore fuzz " + b.replay_flags() + " --cases 1 --seed " + std::to_string(case_seed) +
-                " --out-mode " + harness::out_mode_name(o.out) + (plan.size.empty() ? "" : " --case-size " + plan.size) + "\n";
+                " --out-mode " + harness::out_mode_name(o.out) + (plan.size.empty() ? "" : " --case-size " + plan.size) +
+                (plan.repeat > 1 ? " --repeat " + std::to_string(plan.repeat) : "") + "\n";
       std::fprintf(stderr, "%sFAIL case %lld, seed %llu\n  shrunk: %s\n  %s\n  fixture: %s\n%s", tty ? "\r" : "",
                    static_cast<long long>(k), static_cast<unsigned long long>(case_seed), harness::printable(v.spec.str()).c_str(),
                    harness::printable(v.str()).c_str(), v.fixture.c_str(), again.c_str());
@@ -476,6 +479,7 @@ int main(int argc, char** argv) {
   cases_cmd->add_flag("--json", as_json, "print JSON (each case's one-line spec included)");
 
   std::string backend = "reference", port, check_mode = "given", fuzz_mode = "mixed", failures;
+  int repeat = 1;
   std::vector<CLI::Option*> port_options;
   const auto add_backend = [&](CLI::App* cmd, std::string& out_mode, const char* modes) {
     cmd->add_option("--backend", backend, "reference, hip or port")->capture_default_str();
@@ -483,6 +487,8 @@ int main(int argc, char** argv) {
     cmd->add_option("--out-mode", out_mode, std::string("how out is passed: ") + modes)->capture_default_str();
     cmd->add_flag("--json", as_json, "print JSON");
     cmd->add_option("--junit", junit, "also write a JUnit XML report here");
+    cmd->add_option("--repeat", repeat, "make each call this many times: every call after the first must give its bits")
+        ->capture_default_str()->check(CLI::Range(1, 1000));
   };
 
   auto* fixtures = app.add_subcommand("fixtures", "Generate or check .safetensors fixtures (fixtures/FORMAT.md)");
@@ -580,10 +586,11 @@ int main(int argc, char** argv) {
       if (paths.empty()) paths.push_back(default_corpus());
       const std::vector<fs::path> files = fixture_files(paths);
       const auto b = harness::make_backend(backend, port);
-      report.suites.push_back(check_fixtures(files, *b, modes_named(check_mode), !as_json, budget));
+      report.suites.push_back(check_fixtures(files, *b, modes_named(check_mode), !as_json, budget, repeat));
     } else if (*fuzz_cmd) {
       if (fuzz_mode != "mixed") harness::out_mode_named(fuzz_mode);
       fuzz_plan.out_mode = fuzz_mode;
+      fuzz_plan.repeat = repeat;
       const auto b = harness::make_backend(backend, port);
       report.suites.push_back(fuzz(*b, fuzz_plan, !as_json, budget));
       if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry") && !harness::stop_signal())

@@ -34,21 +34,17 @@ Case bench_case(std::int64_t rows) {
 // Both products the reference forms per block: the scores and the bound's Σ|k·q|.
 double flops_per_call(const Case& c) { return 2.0 * 2.0 * c.heads * 128.0 * 128.0 * 8 * 16; }
 
-void BM_Reference(benchmark::State& state) {
+// One scorer (the reference or the plain loop) on the case of size N.
+template <ShardScores (*Score)(const ScoreArgs&)>
+void score_rate(benchmark::State& state) {
   HostCase h = materialize(bench_case(state.range(0)));
   const ScoreArgs a = h.args();
-  for (auto _ : state) benchmark::DoNotOptimize(score_shard(a));
+  for (auto _ : state) benchmark::DoNotOptimize(Score(a));
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops_per_call(h.spec) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-
-void BM_Naive(benchmark::State& state) {
-  HostCase h = materialize(bench_case(state.range(0)));
-  const ScoreArgs a = h.args();
-  for (auto _ : state) benchmark::DoNotOptimize(score_shard_naive(a));
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(flops_per_call(h.spec) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-}
+void BM_Reference(benchmark::State& state) { score_rate<score_shard>(state); }
+void BM_Naive(benchmark::State& state) { score_rate<score_shard_naive>(state); }
 
 // fp64 FMA peak over every OpenMP thread: 16 independent vector chains each.
 typedef double v8d __attribute__((vector_size(64)));

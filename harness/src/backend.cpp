@@ -6,6 +6,35 @@
 
 namespace ctxscore::harness {
 
+std::vector<float> written_scores(const Scored& s, const HostCase& host) {
+  const Case& c = host.spec;
+  const std::int64_t H = c.heads, T = c.tokens(), L = c.local();
+  std::vector<float> dense(static_cast<std::size_t>(H * T * L), std::numeric_limits<float>::quiet_NaN());
+  if (s.fresh) {
+    if (s.fresh->size() != dense.size())
+      throw BackendError("fresh scores of " + std::to_string(s.fresh->size()) + " elements, expected [H, T, L] = " +
+                         std::to_string(dense.size()));
+    dense = *s.fresh;
+  } else {
+    if (s.out.size() != host.out.size())
+      throw BackendError("an out allocation of " + std::to_string(s.out.size()) + " elements, expected " +
+                         std::to_string(host.out.size()));
+    const ScoresView o = host.out_layout();
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t row = 0; row < T; ++row)
+        for (std::int64_t j = 0; j < L; ++j)
+          dense[static_cast<std::size_t>((h * T + row) * L + j)] = s.out[static_cast<std::size_t>(o.offset(h, row, j))];
+  }
+  for (std::int64_t row = 0; row < T; ++row) {  // what the contract leaves unwritten reads as NaN
+    const std::int64_t scan = scan_slots(c.seq_lens[static_cast<std::size_t>(row / c.query_len)], c.global(), L, c.rank, c.world);
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t j = scan; j < L; ++j)
+        dense[static_cast<std::size_t>((h * T + row) * L + j)] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return dense;
+}
+
+
 const char* out_mode_name(OutMode m) {
   switch (m) {
     case OutMode::given: return "given";

@@ -1,11 +1,15 @@
 #include "ctxscore/harness/judge.hpp"
 
+#include "ctxscore/bits.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <sstream>
 
 namespace ctxscore::harness {
@@ -17,20 +21,60 @@ std::string& failure_dir_flag() {
   return dir;
 }
 
-// Runs the backend on `host` and judges what it returned against `expected`.
-void run_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expected) {
-  const std::vector<float> before = host.out;
-  Scored s;
+// Where two calls' dense scores differ in their bits: "" when nowhere, else
+// how many elements and the first, by request, token, head and slot.
+std::string bits_differ(const std::vector<float>& first, const std::vector<float>& again, const Case& c) {
+  const std::int64_t T = c.tokens(), L = c.local();
+  std::int64_t n = 0, at = -1;
+  for (std::size_t e = 0; e < first.size(); ++e)
+    if (float_bits(first[e]) != float_bits(again[e])) {
+      ++n;
+      if (at < 0) at = static_cast<std::int64_t>(e);
+    }
+  if (n == 0) return "";
+  const std::int64_t h = at / (T * L), row = at / L % T, j = at % L;
+  char bits[64];
+  std::snprintf(bits, sizeof bits, "0x%08x, then 0x%08x", float_bits(first[static_cast<std::size_t>(at)]),
+                float_bits(again[static_cast<std::size_t>(at)]));
+  return std::to_string(n) + " of " + std::to_string(first.size()) + " elements differ; first at request " +
+         std::to_string(row / c.query_len) + " token " + std::to_string(row % c.query_len) + " head " + std::to_string(h) +
+         " slot " + std::to_string(j) + ": " + bits;
+}
+
+// One call of the backend: what it returned, or the error it raised into `v`.
+std::optional<Scored> call(Verdict& v, Backend& b, HostCase& host) {
   try {
-    s = b.score(host, v.out);
+    return b.score(host, v.out);
   } catch (const ContractError& e) {
     v.error = std::string("rejected the call (") + clause_name(e.clause()) + "): " + e.what();
-    return;
   } catch (const std::exception& e) {
     v.error = e.what();
-    return;
   }
-  judge_scored(v, host, before, s, expected);
+  return std::nullopt;
+}
+
+// Runs the backend on `host` `repeat` times and judges what the first call
+// returned against `expected`, each later one against the first's bits.
+void run_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expected, int repeat,
+              std::vector<float>* scores) {
+  const std::vector<float> before = host.out;
+  const std::optional<Scored> s = call(v, b, host);
+  if (!s) return;
+  judge_scored(v, host, before, *s, expected);
+  if (!v.error.empty() || (repeat <= 1 && scores == nullptr)) return;
+  try {
+    std::vector<float> first = written_scores(*s, host);
+    for (int k = 2; k <= repeat && v.invariance.empty(); ++k) {
+      host.out = before;
+      const std::optional<Scored> again = call(v, b, host);
+      if (!again) return;
+      const std::string d = bits_differ(first, written_scores(*again, host), host.spec);
+      if (!d.empty()) v.invariance = "not repeatable: call " + std::to_string(k) + " of " + std::to_string(repeat) + ": " + d;
+    }
+    if (scores != nullptr) *scores = std::move(first);
+  } catch (const BackendError& e) {
+    v.error = e.what();
+  }
 }
 
 }  // namespace
@@ -62,7 +106,9 @@ void judge_scored(Verdict& v, const HostCase& host, const std::vector<float>& be
   }
 }
 
+namespace {
 std::string out_mode_flags(OutMode m) { return m == OutMode::given ? "" : std::string(" --out-mode ") + out_mode_name(m); }
+}  // namespace
 
 std::string printable(const std::string& s) {
   std::string o;
@@ -97,16 +143,18 @@ std::string Verdict::str() const {
   s << "] ";
   if (!error.empty()) s << "error: " << error;
   else s << report.summary();
+  if (!invariance.empty()) s << "; " << invariance;
   return s.str();
 }
 
-Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& options) {
+namespace {
+
+Verdict judged(Backend& backend, HostCase& host, const JudgeOptions& options, std::vector<float>* scores) {
   Verdict v;
-  v.spec = c;
+  v.spec = host.spec;
   v.out = options.out;
   v.backend = backend.name();
   v.oracle = oracle_name(backend.oracle());
-  HostCase host = materialize(c);
   ShardScores expected;
   try {
     expected = oracle_scores(backend.oracle(), host);
@@ -114,10 +162,32 @@ Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& optio
     v.error = std::string("the case itself breaks the contract (") + clause_name(e.clause()) + "): " + e.what();
     return v;
   }
-  run_into(v, backend, host, expected);
+  run_into(v, backend, host, expected, options.repeat, scores);
+  return v;
+}
+
+}  // namespace
+
+std::string replay_flags(const Backend& backend, const JudgeOptions& options) {
+  return backend.replay_flags() + out_mode_flags(options.out) +
+         (options.repeat > 1 ? " --repeat " + std::to_string(options.repeat) : "");
+}
+
+Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& options) {
+  HostCase host = materialize(c);
+  Verdict v = judged(backend, host, options, nullptr);
+  v.spec = c;
   if (!v.ok() && options.write_failure)
-    v.fixture = write_failure_fixture(c, FailureRecord{backend.name(), c.seed, v.out, false},
-                                      backend.replay_flags() + out_mode_flags(v.out));
+    v.fixture = write_failure_fixture(c, FailureRecord{backend.name(), c.seed, v.out, false}, replay_flags(backend, options));
+  return v;
+}
+
+Verdict run_and_judge(Backend& backend, HostCase& host, const JudgeOptions& options, std::vector<float>* scores) {
+  const HostCase before = host;
+  Verdict v = judged(backend, host, options, scores);
+  if (!v.ok() && options.write_failure)
+    v.fixture = write_failure_fixture(before, FailureRecord{backend.name(), host.spec.seed, v.out, false},
+                                      replay_flags(backend, options));
   return v;
 }
 
@@ -128,7 +198,7 @@ Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& op
   v.backend = backend.name();
   v.oracle = "the fixture's expectation";
   HostCase host = f.host();
-  run_into(v, backend, host, f.oracle());
+  run_into(v, backend, host, f.oracle(), options.repeat, nullptr);
   return v;
 }
 
@@ -151,17 +221,29 @@ std::string FailureRecord::file_name() const {
   return name;
 }
 
-std::string write_failure_fixture(const Case& c, const FailureRecord& record, const std::string& backend_flags) {
-  const std::string name = record.file_name();
+namespace {
+
+std::string write_failure(const std::function<Fixture()>& make, const FailureRecord& record,
+                          const std::string& backend_flags) {
   try {
     const std::filesystem::path dir = std::filesystem::absolute(failure_dir());
     std::filesystem::create_directories(dir);
-    const std::string path = (dir / name).string();
-    write_fixture(path, make_fixture(c));
+    const std::string path = (dir / record.file_name()).string();
+    write_fixture(path, make());
     return with_replay_line(path, backend_flags);
   } catch (const std::exception& e) {
     return std::string("not written: ") + e.what();
   }
+}
+
+}  // namespace
+
+std::string write_failure_fixture(const Case& c, const FailureRecord& record, const std::string& backend_flags) {
+  return write_failure([&] { return make_fixture(c); }, record, backend_flags);
+}
+
+std::string write_failure_fixture(const HostCase& host, const FailureRecord& record, const std::string& backend_flags) {
+  return write_failure([&] { return make_fixture(host); }, record, backend_flags);
 }
 
 void JudgeStats::add(const Verdict& v) {

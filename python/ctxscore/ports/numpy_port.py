@@ -2,14 +2,21 @@
 numpy float32 inputs (exact widenings of bf16), `out` written in place when it
 fits [H, >=T, >=L], else fresh scores returned. Planted bugs the checker and
 the harness must reject: `cutoff_slack_one` scores one position past the
-causal cutoff; `ignores_sm_scale` bakes in upstream's 1/sqrt(128)."""
+causal cutoff; `ignores_sm_scale` bakes in upstream's 1/sqrt(128). Four
+more are each right within the error bound on any one call, and break one
+of the contract's other requirements (CONTRACT.md §4, §5):
+`sum_order_per_call` sums in fp32 in an order drawn afresh each call (as
+atomics do), `sum_order_follows_batch` in an order that follows the batch
+size, `masks_by_arithmetic` reads page 0 for a block no position of which
+qualifies and masks it with arithmetic, and `negative_length_as_huge` reads
+a length as unsigned 32 bits."""
 import numpy as np
 
 LOG2E_LITERAL = 1.4426950409  # the literal SCALE is formed with
 
 
 def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale, out,
-            cutoff_slack):
+            cutoff_slack=0, sum_order=None, mask_by_arithmetic=False, length_bits=None):
     T, H, _ = idx_q.shape
     P = index_cache.shape[0]
     G = -(-max_seq_len // 128)
@@ -19,6 +26,8 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
     target = out[:, :T, :L] if fits else np.empty((H, T, L), np.float32)
     scale = np.float64(np.float32(sm_scale * LOG2E_LITERAL))
     for i, length in enumerate(int(x) for x in seq_lens):
+        if length_bits is not None:
+            length &= (1 << length_bits) - 1
         reach = min(-(-length // 128), G) if length > 0 else 0
         scan = min(L, -(-max(reach - rank, 0) // world_size))
         for j in range(scan):
@@ -27,8 +36,17 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
             for t in range(max_query_len):
                 row = i * max_query_len + t
                 n = min(max(length - max_query_len + t + 1 + cutoff_slack - b * 128, 0), 128)
+                if n == 0 and mask_by_arithmetic:
+                    zero_page = index_cache[0].astype(np.float64)
+                    target[:, row, j] = ((idx_q[row].astype(np.float64) @ zero_page.T).max(axis=1) * 0.0 - np.inf).astype(np.float32)
+                    continue
                 if n == 0:
                     target[:, row, j] = -np.inf
+                    continue
+                if sum_order is not None:  # fp32 products (exact), summed in fp32 in the given order
+                    products = idx_q[row][:, None, sum_order] * index_cache[min(max(int(block_table[i, b]), 0), P - 1)][None, :n, sum_order]
+                    sums = np.cumsum(products, axis=2, dtype=np.float32)[:, :, -1]
+                    target[:, row, j] = (np.float32(scale) * sums).max(axis=1)
                     continue
                 dots = idx_q[row].astype(np.float64) @ page[:n].T  # [H, n]
                 target[:, row, j] = (scale * dots).max(axis=1).astype(np.float32)
@@ -38,16 +56,40 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
 def scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
            out=None):
     return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
-                   out, cutoff_slack=0)
+                   out)
 
 
 def ignores_sm_scale(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
                      sm_scale, out=None):
     return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
-                   0.08838834764831845, out, cutoff_slack=0)
+                   0.08838834764831845, out)
 
 
 def cutoff_slack_one(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
                      sm_scale, out=None):
     return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
                    out, cutoff_slack=1)
+
+
+def sum_order_per_call(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                       sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, sum_order=np.random.default_rng().permutation(128))
+
+
+def sum_order_follows_batch(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                            sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, sum_order=np.random.default_rng(len(seq_lens)).permutation(128))
+
+
+def masks_by_arithmetic(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                        sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, mask_by_arithmetic=True)
+
+
+def negative_length_as_huge(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                            sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, length_bits=32)

@@ -32,6 +32,11 @@ struct Scored {
   std::string shape;                        // how it ran (the kernel: teams × ring pages / rows read), for counts
 };
 
+// The scores a call wrote, dense [H, T, L]: from the given out allocation
+// through the case's layout, or the fresh buffer. Unwritten elements are NaN.
+// Throws BackendError (declared below) when `s` has the wrong size.
+std::vector<float> written_scores(const Scored& s, const HostCase& host);
+
 // A backend that misbehaved (as opposed to one that scored wrongly): it
 // crashed, hung, broke its protocol or returned something of the wrong kind.
 class BackendError : public std::runtime_error {

@@ -13,6 +13,7 @@
 
 #include "ctxscore/case.hpp"
 #include "ctxscore/harness/case_limits.hpp"
+#include "ctxscore/harness/invariance.hpp"
 #include "ctxscore/harness/out_mode.hpp"
 
 namespace ctxscore::gen {
@@ -57,7 +58,20 @@ inline rc::Gen<std::int32_t> genSeqLen(std::int64_t bound, std::int64_t ql) {
       {1, rc::gen::map(rc::gen::inRange<std::int64_t>(1, 300),
                        [len, bound](std::int64_t extra) { return len(bound + extra); })},  // past the bound: end clamps to G
       {4, rc::gen::map(rc::gen::inRange<std::int64_t>(0, bound + 1), len)},
+      // Negative, as padded lengths become: the contract writes nothing for them.
+      {1, rc::gen::element<std::int32_t>(-1, -127, -128, -129, -(1 << 20), INT32_MIN)},
   });
+}
+
+// The table entries past a request's reach, which no call may follow
+// (CONTRACT.md §4): wild ids, so that a kernel reading one unclamped faults
+// or reads poison.
+inline void poison_past_reach(Case& c) {
+  const std::int32_t wild[] = {INT32_MIN, -1, static_cast<std::int32_t>(c.pages), INT32_MAX};
+  for (std::int64_t i = 0; i < c.batch(); ++i)
+    for (std::int64_t b = std::max<std::int64_t>(reach_blocks(c.seq_lens[static_cast<std::size_t>(i)], c.global()), 0);
+         b < c.table_width; ++b)
+      c.table_entry(i, b) = *rc::gen::element(wild[0], wild[1], wild[2], wild[3]);
 }
 
 // A block table of `batch` rows of `width` ids over `pages` physical pages.
@@ -181,6 +195,7 @@ inline rc::Gen<Case> genCase(const CaseLimits& lim) {
     c.table_width = c.global() + (lim.strided_layouts ? *rc::gen::inRange<std::int64_t>(0, 3) : 0);
     c.table_row_stride = c.table_width + (lim.strided_layouts ? *rc::gen::inRange<std::int64_t>(0, 4) : 0);
     c.block_table = *genPageTable(batch, c.table_width, c.pages);
+    poison_past_reach(c);
     if (lim.strided_layouts) genQueryStrides(c);
     // Coin flips through element(), which, unlike inRange(), does not
     // shrink its range with RapidCheck's size: small cases get them too.
@@ -238,6 +253,64 @@ inline harness::OutMode sample_out_mode(std::uint64_t seed) {
   return genOutMode()(rc::Random(seed ^ 0x5EEDull), 100).value();
 }
 
+// Another batch around one request of `c` (invariance.hpp): requests added,
+// dropped, reordered, or ℓ ≤ 0 requests inserted; S, world, rank, H, QL,
+// sm_scale, the pages and the request's length and table row kept. The
+// other batch takes the launcher's own geometry and packed layouts.
+inline rc::Gen<harness::Rebatching> genRebatching(const Case& c) {
+  return rc::gen::exec([c] {
+    const std::int64_t B = c.batch();
+    harness::Rebatching r;
+    r.from = *rc::gen::inRange<std::int64_t>(0, B);
+    std::vector<std::int64_t> rows;  // the other batch's requests: c's index, or -1 for a new one
+    const int kind = *rc::gen::element(0, 1, 2, 3);
+    const auto new_rows = [&rows](std::int64_t k) {
+      for (std::int64_t n = 0; n < k; ++n)
+        rows.insert(rows.begin() + *rc::gen::inRange<std::int64_t>(0, static_cast<std::int64_t>(rows.size()) + 1), -1);
+    };
+    for (std::int64_t i = 0; i < B; ++i) rows.push_back(i);
+    if (kind == 0) {
+      r.how = "gains requests";
+      new_rows(*rc::gen::inRange<std::int64_t>(1, 5));
+    } else if (kind == 1) {
+      r.how = "loses requests";
+      std::vector<std::int64_t> kept;
+      for (std::int64_t i : rows)
+        if (i == r.from || *rc::gen::element(false, true)) kept.push_back(i);
+      if (kept.size() == rows.size() && B > 1) kept.erase(std::find_if(kept.begin(), kept.end(), [&r](std::int64_t i) { return i != r.from; }));
+      rows = kept;
+    } else if (kind == 2) {
+      r.how = "is reordered";
+      const std::uint32_t shift = *rc::gen::inRange<std::uint32_t>(1, 1000);
+      std::rotate(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(shift % rows.size()), rows.end());
+      std::reverse(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(*rc::gen::inRange<std::size_t>(0, rows.size() + 1)));
+    } else {
+      r.how = "gains requests of length <= 0";
+      new_rows(*rc::gen::inRange<std::int64_t>(1, 5));
+    }
+    Case d = c.with_packed_out();
+    d.q_token_stride = d.q_head_stride = 0;
+    d.geometry.reset();
+    d.seq_lens.clear();
+    d.block_table.clear();
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const std::int64_t i = rows[k];
+      if (i == r.from) r.to = static_cast<std::int64_t>(k);
+      std::int32_t len = 0;
+      if (i >= 0) len = c.seq_lens[static_cast<std::size_t>(i)];
+      else if (kind == 3) len = *rc::gen::element<std::int32_t>(0, -1, -128, INT32_MIN);
+      else len = *genSeqLen(c.max_seq_len, c.query_len);
+      d.seq_lens.push_back(len);
+      for (std::int64_t b = 0; b < c.table_width; ++b)
+        d.block_table.push_back(i >= 0 ? c.table_entry(i, b)
+                                       : *rc::gen::inRange<std::int32_t>(0, static_cast<std::int32_t>(c.pages)));
+    }
+    d.table_row_stride = d.table_width;
+    r.batch = d.resolved();
+    return r;
+  });
+}
+
 // How many cases of the current property touched each edge class; the
 // property runner, which counts the cases, prints and clears it after each
 // property.
@@ -250,11 +323,12 @@ inline std::map<std::string, std::int64_t>& class_counts() {
 // their frequencies and judges the coverage floors against them.
 inline void classify(const Case& c, harness::OutMode out = harness::OutMode::given) {
   const std::int64_t G = c.global(), L = c.local();
-  bool boundary = false, empty_here = false, past_bound = false, oob = false, zero = false;
+  bool boundary = false, empty_here = false, past_bound = false, oob = false, zero = false, negative = false;
   for (std::int64_t i = 0; i < c.batch(); ++i) {
     const std::int64_t len = c.seq_lens[static_cast<std::size_t>(i)];
     boundary = boundary || (len > 0 && len % 128 == 0);
     zero = zero || len == 0;
+    negative = negative || len < 0;
     past_bound = past_bound || len > c.max_seq_len;
     empty_here = empty_here || (len > 0 && scan_slots(len, G, L, c.rank, c.world) == 0);
   }
@@ -273,6 +347,7 @@ inline void classify(const Case& c, harness::OutMode out = harness::OutMode::giv
   const std::pair<bool, const char*> classes[] = {
       {boundary, "length on a block boundary"},
       {zero, "length 0"},
+      {negative, "negative length"},
       {empty_here, "request leaves this rank empty"},
       {past_bound, "length past the bound"},
       {oob, "out-of-range page id"},

@@ -21,6 +21,9 @@ struct JudgeOptions {
   // Write a failing case into failure_dir(). Properties turn this off and
   // write only the shrunk counterexample.
   bool write_failure = true;
+  // Make the same call this many times: every call after the first must
+  // give the first one's bits (CONTRACT.md §5, repeatability).
+  int repeat = 1;
 };
 
 struct Verdict {
@@ -29,9 +32,10 @@ struct Verdict {
   std::string backend, oracle;
   CompareReport report;
   std::string shape;    // Scored::shape
-  std::string error;    // the backend raised or misbehaved; empty otherwise
-  std::string fixture;  // where the failing case was written (with its replay line), or why it was not
-  bool ok() const { return error.empty() && report.ok(); }
+  std::string error;       // the backend raised or misbehaved; empty otherwise
+  std::string invariance;  // a repeated or rebatched call that changed bits; empty otherwise
+  std::string fixture;     // where the failing case was written (with its replay line), or why it was not
+  bool ok() const { return error.empty() && invariance.empty() && report.ok(); }
   std::string str() const;  // one line: verdict, out mode, report or error
 };
 
@@ -43,11 +47,17 @@ void judge_scored(Verdict& v, const HostCase& host, const std::vector<float>& be
 
 // Materializes `c`, scores it with the oracle, runs `backend`, compares.
 Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& options = {});
+// The same on buffers already laid out (`host.out` holds the sentinel);
+// `scores` receives what the first call wrote, dense [H, T, L] with NaN
+// where the contract writes nothing (empty when the call failed).
+Verdict run_and_judge(Backend& backend, HostCase& host, const JudgeOptions& options,
+                      std::vector<float>* scores = nullptr);
 // The fixture's case, judged against its stored expectation.
 Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& options = {});
 
-// The flags that select out mode `m` again on a command line ("" for given, the default).
-std::string out_mode_flags(OutMode m);
+// The flags that select the backend and the options again on a command line
+// (the out mode, where not given; the repeat count, where more than one).
+std::string replay_flags(const Backend& backend, const JudgeOptions& options);
 // `s` with control bytes (and DEL) escaped as \xNN: text from a fixture or
 // a port is shown on a terminal only so.
 std::string printable(const std::string& s);
@@ -74,6 +84,8 @@ struct FailureRecord {
 // absolute path and replay line (`backend_flags` select the backend and
 // out mode again), or "not written: why".
 std::string write_failure_fixture(const Case& c, const FailureRecord& record, const std::string& backend_flags);
+// The same for buffers already laid out, whose contents the seed does not give.
+std::string write_failure_fixture(const HostCase& host, const FailureRecord& record, const std::string& backend_flags);
 
 // Totals over many verdicts: what a property or a fuzz run reports.
 struct JudgeStats {

@@ -13,10 +13,6 @@
 
 namespace ctxscore::harness {
 
-// The scores a call wrote, dense [H, T, L]: from the given out allocation
-// through the case's layout, or the fresh buffer. Unwritten elements are NaN.
-std::vector<float> written_scores(const Scored& s, const HostCase& host);
-
 struct PipelineVerdict {
   Case spec;
   std::string error;           // a backend raised or returned something unusable
