@@ -208,3 +208,36 @@ def test_verify_requires_what_it_is_told_to(run):
         assert missing.returncode == 1, missing.stdout
         assert "REQUIRED but not available: hip" in missing.stdout
         assert missing.stdout.rstrip().endswith("result: FAILED")
+
+
+def test_a_nonrepeatable_port_fails_fuzz_repeat_and_its_replay_line_repeats(run, port_command, ctxscore_bin, tmp_path):
+    planted = port_command("ctxscore.ports.numpy_port:sum_order_per_call")
+    once = run("fuzz", "--port", planted, "--cases", "20", "--case-size", "small")
+    assert once.returncode == 0, once.stdout + once.stderr  # within the bound on every single call
+    done = run("fuzz", "--port", planted, "--cases", "20", "--case-size", "small", "--repeat", "3", "--max-failures", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "not repeatable: call " in done.stderr, done.stderr
+    lines = replay_lines(done.stderr)
+    assert lines and all("--repeat 3" in line for line in lines), lines
+    again = run_as_printed(lines[0], ctxscore_bin, tmp_path)
+    assert again.returncode == 1 and "not repeatable" in again.stdout, (lines[0], again.stdout, again.stderr)
+
+
+def test_reports_and_failure_fixtures_name_the_toolchain(run, port_command, tmp_path):
+    sys.path.insert(0, os.path.join(SOURCE, "python"))
+    from ctxscore.fixture import read
+
+    planted = port_command("ctxscore.ports.numpy_port:cutoff_slack_one")
+    junit = tmp_path / "report.xml"
+    done = run("fuzz", "--port", planted, "--cases", "20", "--case-size", "small", "--max-failures", "1",
+               "--json", "--junit", str(junit))
+    assert done.returncode == 1, done.stdout + done.stderr
+    numpy_version = re.compile(r"python [0-9.]+; numpy [0-9.]+")
+    suite = json.loads(done.stdout)["suites"][0]
+    assert numpy_version.search(suite["toolchain"]), suite
+    properties = {p.get("name"): p.get("value") for p in ElementTree.parse(junit).iter("property")}
+    assert numpy_version.search(properties["toolchain"]), properties
+    fixture = suite["failing"][0]["where"].split(" (replay")[0]
+    assert numpy_version.search(read(fixture).toolchain), fixture
+    text = run("fuzz", "--cases", "2")
+    assert re.search(r"toolchain: the reference, host code built by (g\+\+|clang) ", text.stdout), text.stdout

@@ -350,4 +350,13 @@ LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
   return result;
 }
 
+std::string kernel_toolchain() {
+#if defined(__CUDACC__)
+  const std::string compiler = "nvcc " + std::to_string(__CUDACC_VER_MAJOR__) + "." + std::to_string(__CUDACC_VER_MINOR__);
+#else
+  const std::string compiler = "hipcc (HIP " + std::to_string(HIP_VERSION_MAJOR) + "." + std::to_string(HIP_VERSION_MINOR) + ")";
+#endif
+  return "kernel built by " + compiler + "; " + runtime_description();
+}
+
 }  // namespace ctxscore

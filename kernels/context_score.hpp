@@ -49,4 +49,8 @@ std::int64_t max_tile_rows();
 int max_teams();
 int max_ring_pages();
 
+// The compiler that built the kernel, and the runtime, driver and device it
+// runs on.
+std::string kernel_toolchain();
+
 }  // namespace ctxscore

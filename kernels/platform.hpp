@@ -13,6 +13,10 @@
 #define hipGetLastError cudaGetLastError
 #define hipGetDeviceCount cudaGetDeviceCount
 #define hipGetDevice cudaGetDevice
+#define hipGetDeviceProperties cudaGetDeviceProperties
+#define hipDeviceProp_t cudaDeviceProp
+#define hipRuntimeGetVersion cudaRuntimeGetVersion
+#define hipDriverGetVersion cudaDriverGetVersion
 #define hipDeviceGetAttribute cudaDeviceGetAttribute
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipMalloc cudaMalloc
@@ -69,6 +73,22 @@ namespace ctxscore {
 // exception naming the call.
 inline void check_hip(hipError_t e, const char* what) {
   if (e != hipSuccess) throw std::runtime_error(std::string(what) + ": " + hipGetErrorString(e));
+}
+// The runtime, driver and device this process runs on, for reports and
+// failure fixtures: a failure can come from a toolchain as well as a kernel.
+inline std::string runtime_description() {
+#if defined(CTXSCORE_PLATFORM_CUDA)
+  std::string s = "cuda";
+#else
+  std::string s = "hip";
+#endif
+  int runtime = 0, driver = 0, device = 0;
+  if (hipRuntimeGetVersion(&runtime) == hipSuccess) s += " runtime " + std::to_string(runtime);
+  if (hipDriverGetVersion(&driver) == hipSuccess) s += ", driver " + std::to_string(driver);
+  hipDeviceProp_t p;
+  if (hipGetDevice(&device) == hipSuccess && hipGetDeviceProperties(&p, device) == hipSuccess) s += ", " + std::string(p.name);
+  (void)hipGetLastError();  // a failed query (no device) must not linger as the next call's error
+  return s;
 }
 }  // namespace ctxscore
 

@@ -11,6 +11,7 @@
 
 #include "ctxscore/harness/backend.hpp"
 #include "ctxscore/harness/generators.hpp"
+#include "property_runner.hpp"
 
 namespace ctxscore::test {
 
@@ -62,6 +63,7 @@ class OnPropertyBackend : public ::testing::Test {
  protected:
   void SetUp() override {
     if (const std::string why = property_backend_absence(); !why.empty()) CTXSCORE_SKIP_OR_FAIL(why);
+    set_toolchain(property_backend().toolchain());
   }
   harness::Backend& backend() { return property_backend(); }
 };

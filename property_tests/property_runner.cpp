@@ -38,6 +38,13 @@ void require(const harness::Verdict& v, const std::string& backend_flags) {
   RC_FAIL(v.str());
 }
 
+std::string& toolchain() {
+  static std::string t = harness::host_toolchain();
+  return t;
+}
+
+void set_toolchain(const std::string& t) { toolchain() = t; }
+
 void count_class(const std::string& claim, bool hit) {
   if (hit) ++gen::class_counts()[claim];
 }
@@ -91,11 +98,12 @@ void run_property(int cases, const std::function<void()>& property, const std::v
   if (property_stats().cases > 0) std::cout << "verdicts: " << property_stats().str() << "\n";
   std::cout << std::flush;
   if (success) return;
+  msg << "\ntoolchain: " << toolchain();
   msg << "\nseed: " << params.seed << " (replay: RC_PARAMS=\"seed=" << params.seed << "\")";
   if (const auto& f = last_failure()) {
     msg << "\nshrunk case: " << f->c.str() << "\nverdict: " << f->verdict;
     msg << "\nfixture: "
-        << harness::write_failure_fixture(f->c, harness::FailureRecord{meta.id, params.seed, std::nullopt, true},
+        << harness::write_failure_fixture(f->c, harness::FailureRecord{meta.id, params.seed, std::nullopt, true, toolchain()},
                                           f->backend_flags);
   }
   ADD_FAILURE() << msg.str();

@@ -43,6 +43,11 @@ void count_class(const std::string& claim, bool hit);
 // the floor. A run scaled below 100 cases says its floors were not judged.
 void run_property(int cases, const std::function<void()>& property, const std::vector<Floor>& floors = {});
 
+// What built and runs the implementation under test, recorded in failure
+// fixtures: the property backend's (OnPropertyBackend sets it), else this
+// process's host compiler.
+void set_toolchain(const std::string& toolchain);
+
 // Verdicts of the current property, summed; printed and cleared after it.
 harness::JudgeStats& property_stats();
 

@@ -157,6 +157,7 @@ Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::
   Suite s;
   s.name = "corpus";
   s.backend = b.name();
+  s.toolchain = b.toolchain();
   s.oracle = "the fixtures' expectations";
   const auto t0 = Clock::now();
   harness::Progress progress;
@@ -255,6 +256,7 @@ Suite fuzz(Backend& b, const FuzzPlan& plan, bool print, const harness::TimeBudg
   Suite s;
   s.name = "fuzz";
   s.backend = b.name();
+  s.toolchain = b.toolchain();
   s.oracle = harness::oracle_name(b.oracle());
   const bool tty = print && isatty(fileno(stderr));
   harness::Progress progress;
@@ -283,7 +285,7 @@ Suite fuzz(Backend& b, const FuzzPlan& plan, bool print, const harness::TimeBudg
     if (!v.ok()) {
       // The shrunk case is what is written and reported; the drawn one is the seed's.
       v = shrink(b, drawn, o, v, plan.shrink_rounds, source, budget);
-      v.fixture = harness::write_failure_fixture(v.spec, harness::FailureRecord{b.name(), case_seed, o.out, true},
+      v.fixture = harness::write_failure_fixture(v.spec, harness::FailureRecord{b.name(), case_seed, o.out, true, b.toolchain()},
                                                  harness::replay_flags(b, o));
     }
     s.add("seed " + std::to_string(case_seed), v, v.fixture);
@@ -322,6 +324,7 @@ Suite fuzz_port_geometry(Backend& b, std::int64_t random_points, std::uint64_t s
   Suite s;
   s.name = "geometry";
   s.backend = b.name();
+  s.toolchain = b.toolchain();
   s.oracle = "CONTRACT.md section 6";
   harness::PortBackendApi* port = harness::as_port(b);
   const auto t0 = Clock::now();

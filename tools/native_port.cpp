@@ -235,12 +235,26 @@ class Worker {
 #endif
   }
 
+  // The worker's compiler, and the runtime and device where the library's
+  // tensors live in GPU memory. What built the library itself is its own.
+  std::string toolchain() const {
+#if defined(__clang__)
+    std::string s = std::string("native worker built by clang ") + __clang_version__;
+#else
+    std::string s = std::string("native worker built by g++ ") + __VERSION__;
+#endif
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+    if (gpu_) s += "; " + ctxscore::runtime_description();
+#endif
+    return s;
+  }
+
   SafeTensors handle(const SafeTensors& m) {
     const std::string kind = m.metadata.count("message") ? m.metadata.at("message") : "";
     SafeTensors r;
     if (kind == "hello") {
       r.metadata = {{"message", "hello"}, {"name", name_}, {"supports", gpu_ ? "score,capture" : "score"},
-                    {"protocol", std::to_string(ctxscore::kProtocolVersion)}};
+                    {"protocol", std::to_string(ctxscore::kProtocolVersion)}, {"toolchain", toolchain()}};
     } else if (kind == "score") {
       Call call(m, gpu_, c_stream_);
       run(call.c);

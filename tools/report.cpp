@@ -45,6 +45,7 @@ std::string Report::table() const {
   }
   for (const Suite& s : suites) {
     o << "  " << s.backend << " " << s.name << " vs " << s.oracle << ": " << s.stats.str() << "\n";
+    o << "    toolchain: " << harness::printable(s.toolchain) << "\n";
     if (!s.stopped.empty()) o << "    stopped early: " << s.stopped << "\n";
     int shown = 0;
     for (const Row& r : s.rows)
@@ -69,7 +70,7 @@ nlohmann::ordered_json Report::json() const {
     nlohmann::ordered_json failing = nlohmann::ordered_json::array();
     for (const Row& r : s.rows)
       if (!r.ok) failing.push_back({{"name", r.name}, {"message", r.message}, {"where", r.where}, {"case", r.spec}});
-    j["suites"].push_back({{"suite", s.name}, {"backend", s.backend}, {"oracle", s.oracle},
+    j["suites"].push_back({{"suite", s.name}, {"backend", s.backend}, {"oracle", s.oracle}, {"toolchain", s.toolchain},
                            {"calls", s.stats.cases + s.errors}, {"failures", s.stats.failures}, {"errors", s.errors},
                            {"worst_ratio", s.stats.worst_ratio}, {"written", s.stats.written},
                            {"out_modes", s.stats.out_modes}, {"shapes", s.stats.shapes}, {"seconds", s.seconds},
@@ -104,8 +105,9 @@ void write_junit(const Report& r, const std::string& path) {
     for (const Row& row : s.rows) failed += !row.ok;
     o << "  <testsuite name=\"" << xml(s.backend + "." + s.name) << "\" tests=\"" << s.rows.size() << "\" failures=\""
       << failed - s.errors << "\" errors=\"" << s.errors << "\" time=\"" << s.seconds << "\">\n";
-    if (!s.stopped.empty())
-      o << "    <properties><property name=\"stopped\" value=\"" << xml(s.stopped) << "\"/></properties>\n";
+    o << "    <properties><property name=\"toolchain\" value=\"" << xml(s.toolchain) << "\"/>";
+    if (!s.stopped.empty()) o << "<property name=\"stopped\" value=\"" << xml(s.stopped) << "\"/>";
+    o << "</properties>\n";
     for (const Row& row : s.rows) {
       o << "    <testcase classname=\"" << xml(s.backend + "." + s.name) << "\" name=\"" << xml(row.name) << "\"";
       if (row.ok) {

@@ -21,6 +21,7 @@ struct Row {
 
 struct Suite {
   std::string name, backend, oracle;
+  std::string toolchain;  // the backend's (Backend::toolchain)
   harness::JudgeStats stats;
   std::vector<Row> rows;
   std::int64_t errors = 0;  // inputs that could not be judged (malformed fixtures)

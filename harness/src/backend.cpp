@@ -66,6 +66,16 @@ ShardScores oracle_scores(Oracle o, HostCase& host) {
 
 std::unique_ptr<CapturedScore> Backend::capture(HostCase&, std::int64_t) { return nullptr; }
 
+std::string host_toolchain() {
+#if defined(__clang__)
+  return std::string("host code built by clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  return std::string("host code built by g++ ") + __VERSION__;
+#else
+  return "host code built by an unnamed C++ compiler";
+#endif
+}
+
 namespace {
 
 // score_shard on the host; a call without a fitting out scores into a fresh
@@ -74,6 +84,7 @@ class ReferenceBackend : public Backend {
  public:
   std::string name() const override { return "reference"; }
   Oracle oracle() const override { return Oracle::plain_loop; }
+  std::string toolchain() const override { return "the reference, " + host_toolchain(); }
   gen::CaseLimits fuzz_limits() const override { return {}; }
   Scored score(HostCase& host, OutMode mode) override {
     ScoreArgs args = host.args();

@@ -161,6 +161,7 @@ class HipBackend : public Backend {
     if (stream_) (void)hipStreamDestroy(stream_);
   }
   std::string name() const override { return "hip"; }
+  std::string toolchain() const override { return kernel_toolchain(); }
   Oracle oracle() const override { return Oracle::reference; }
   gen::CaseLimits fuzz_limits() const override { return gen::kernel_limits(max_teams(), max_ring_pages()); }
 

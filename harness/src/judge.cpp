@@ -178,7 +178,7 @@ Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& optio
   Verdict v = judged(backend, host, options, nullptr);
   v.spec = c;
   if (!v.ok() && options.write_failure)
-    v.fixture = write_failure_fixture(c, FailureRecord{backend.name(), c.seed, v.out, false}, replay_flags(backend, options));
+    v.fixture = write_failure_fixture(c, FailureRecord{backend.name(), c.seed, v.out, false, backend.toolchain()}, replay_flags(backend, options));
   return v;
 }
 
@@ -186,7 +186,7 @@ Verdict run_and_judge(Backend& backend, HostCase& host, const JudgeOptions& opti
   const HostCase before = host;
   Verdict v = judged(backend, host, options, scores);
   if (!v.ok() && options.write_failure)
-    v.fixture = write_failure_fixture(before, FailureRecord{backend.name(), host.spec.seed, v.out, false},
+    v.fixture = write_failure_fixture(before, FailureRecord{backend.name(), host.spec.seed, v.out, false, backend.toolchain()},
                                       replay_flags(backend, options));
   return v;
 }
@@ -229,7 +229,9 @@ std::string write_failure(const std::function<Fixture()>& make, const FailureRec
     const std::filesystem::path dir = std::filesystem::absolute(failure_dir());
     std::filesystem::create_directories(dir);
     const std::string path = (dir / record.file_name()).string();
-    write_fixture(path, make());
+    Fixture f = make();
+    f.toolchain = record.toolchain;
+    write_fixture(path, f);
     return with_replay_line(path, backend_flags);
   } catch (const std::exception& e) {
     return std::string("not written: ") + e.what();

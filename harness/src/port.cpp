@@ -367,6 +367,9 @@ class PortBackend : public Backend, public PortBackendApi {
 
   std::string name() const override { return "port"; }
   std::string port_name() override { return port_name_; }
+  std::string toolchain() const override {
+    return toolchain_.empty() ? "not reported by the port (its hello names no toolchain)" : toolchain_;
+  }
   Oracle oracle() const override { return Oracle::reference; }
   gen::CaseLimits fuzz_limits() const override { return gen::named_limits("large"); }  // a port launches its own geometry
   std::string replay_flags() const override { return "--port " + shell_quoted(command_); }
@@ -498,6 +501,7 @@ class PortBackend : public Backend, public PortBackendApi {
                            "\", expected \"" + std::to_string(kProtocolVersion) + "\"");
       port_name_ = reply.metadata.count("name") ? reply.metadata.at("name") : command_;
       supports_ = "," + (reply.metadata.count("supports") ? reply.metadata.at("supports") : std::string("score")) + ",";
+      toolchain_ = reply.metadata.count("toolchain") ? printable(reply.metadata.at("toolchain")).substr(0, 1000) : "";
     } catch (const FixtureError& e) {
       const std::string state = child_->state();
       child_.reset();
@@ -508,7 +512,7 @@ class PortBackend : public Backend, public PortBackendApi {
     }
   }
 
-  std::string command_, port_name_, supports_, last_state_;
+  std::string command_, port_name_, supports_, last_state_, toolchain_;
   std::unique_ptr<Child> child_;
   friend class PortCapture;
 };

@@ -51,6 +51,7 @@ class Fixture:
         self.out_shape = (self.H, int(meta["out_rows"]), int(meta["out_slots"]))
         self.out_strides = (int(meta["out_head_stride"]), int(meta["out_row_stride"]), int(meta["out_slot_stride"]))
         self.name = meta.get("case_class", path)
+        self.toolchain = meta.get("toolchain", "")  # a failure fixture's: what ran the implementation that failed
 
     @property
     def has_selection(self):

@@ -118,7 +118,27 @@ class Worker:
             raise ValueError(f"the harness speaks protocol {m['protocol']!r}, this worker protocol {PROTOCOL_VERSION}")
         supports = ["score"] + (["capture"] if self.can_capture() else []) + (["geometry"] if self.geometry_fn else [])
         return {}, {"message": "hello", "name": self.name, "supports": ",".join(supports),
-                    "protocol": str(PROTOCOL_VERSION)}
+                    "protocol": str(PROTOCOL_VERSION), "toolchain": self.toolchain()}
+
+    def toolchain(self):
+        """What runs the implementation: Python, numpy, and torch, Triton, the
+        CUDA or ROCm version and the device where the implementation uses them."""
+        import platform
+
+        parts = [f"python {platform.python_version()}", f"numpy {np.__version__}"]
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            parts.append(f"torch {torch.__version__}")
+            if getattr(torch.version, "cuda", None):
+                parts.append(f"cuda {torch.version.cuda}")
+            if getattr(torch.version, "hip", None):
+                parts.append(f"rocm {torch.version.hip}")
+            if str(self.buffers.device).startswith("cuda") and torch.cuda.is_available():
+                parts.append(torch.cuda.get_device_name(torch.device(self.buffers.device)))
+        triton = sys.modules.get("triton")
+        if triton is not None:
+            parts.append(f"triton {triton.__version__}")
+        return "; ".join(parts)
 
     def reply_scores(self, call, got):
         self.buffers.synchronize()

@@ -76,7 +76,13 @@ class Backend {
   virtual std::unique_ptr<CapturedScore> capture(HostCase& dummy, std::int64_t captured_bound);
   // The command-line flags that select this backend again (a replay line).
   virtual std::string replay_flags() const { return "--backend " + name(); }
+  // What built the implementation and what it runs on (compiler, libraries,
+  // runtime, device), one line: every report and failure fixture records it.
+  virtual std::string toolchain() const = 0;
 };
+
+// The compiler that built this process's host code, as a toolchain line.
+std::string host_toolchain();
 
 struct BackendEntry {
   std::string name;

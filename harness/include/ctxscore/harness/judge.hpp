@@ -78,6 +78,7 @@ struct FailureRecord {
   std::uint64_t seed = 0;    // the seed that draws the case again (the case's, the run's, or RapidCheck's)
   std::optional<OutMode> out;  // how the failing call passed `out`, where one call failed
   bool shrunk = false;
+  std::string toolchain;     // the implementation's (Backend::toolchain), recorded in the fixture
   std::string file_name() const;
 };
 // Writes `c` into failure_dir() under the record's name; returns its
