@@ -26,6 +26,7 @@
 #define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define hipMemset cudaMemset
 #define hipMemsetAsync cudaMemsetAsync
 #define hipStream_t cudaStream_t
 #define hipStreamCreate cudaStreamCreate

@@ -1,7 +1,7 @@
 // The capture-bound rule: a graph captured on a one-token dummy batch at the
-// stable bound replays correctly for every later batch written into the same
-// buffers; sized from the dummy's own length, it does not, and the harness
-// says so. Runs for every backend that can record a graph (label gpu).
+// stable bound (or on a batch of zero lengths) replays correctly for every
+// later batch written into the same buffers; sized from the dummy's own
+// length, it does not, and the harness says so. Runs for every backend that can record a graph (label gpu).
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
@@ -32,6 +32,7 @@ Case real_batch(const Case& shape) {
   c.seed = *rc::gen::arbitrary<std::uint32_t>();
   for (std::int32_t& len : c.seq_lens) len = *gen::genSeqLen(c.max_seq_len, c.query_len);
   c.block_table = *gen::genPageTable(c.batch(), c.table_width, c.pages);
+  gen::poison_past_reach(c);
   return c;
 }
 
@@ -58,7 +59,8 @@ Case dummy_shape() {
       .heads(heads).query_len(*rc::gen::element<std::int64_t>(1, 4)).world(world)
       .rank(*rc::gen::inRange<std::int64_t>(0, world))
       .bound(*rc::gen::element<std::int64_t>(4096, 32768, 65536)).pages(32)
-      .lens(std::vector<std::int32_t>(static_cast<std::size_t>(*rc::gen::inRange(1, 17)), 1))  // one token each
+      // One token each, or none: capturing on all-zero lengths must not read out of bounds either.
+      .lens(std::vector<std::int32_t>(static_cast<std::size_t>(*rc::gen::inRange(1, 17)), *rc::gen::element(0, 1)))
       .table(harness::every_entry(0))
       .build();
 }

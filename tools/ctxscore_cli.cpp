@@ -65,7 +65,7 @@ int geometry_command(std::int64_t batch, std::int64_t bound, std::int64_t world,
                       {"query_len", query_len}, {"global_blocks", g.global}, {"local_slots", g.local},
                       {"chunk_count", g.chunks}, {"chunk", g.chunk}, {"grid", {g.grid_x, g.grid_y}},
                       {"tile_n", g.tile_n}}
-                     .dump(2)
+                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
               << "\n";
     return 0;
   }
@@ -88,7 +88,7 @@ int cases_command(bool as_json) {
     else
       std::printf("%-36s %-10s %s\n", n.spec.name.c_str(), harness::family_name(n.family), n.what.c_str());
   }
-  if (as_json) std::cout << rows.dump(2) << "\n";
+  if (as_json) std::cout << rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return 0;
 }
 
@@ -604,7 +604,7 @@ int main(int argc, char** argv) {
     }
     report.interrupted_by = harness::stop_signal();
     if (!junit.empty()) write_junit(report, junit);
-    if (as_json) std::cout << report.json().dump(2) << "\n";
+    if (as_json) std::cout << report.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else std::cout << report.table();
     std::cout.flush();
     if (report.interrupted_by) return kInterrupted;

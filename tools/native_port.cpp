@@ -319,9 +319,23 @@ class Worker {
     throw std::invalid_argument("capture needs a worker built with a GPU runtime");
 #endif
   }
+  // Between capture and replay, as a serving process does: device memory
+  // allocated, filled with NaN bytes and freed again, so that a library whose
+  // graph keeps a pointer to memory it freed reads poison on replay.
+  static void disturb_allocator() {
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+    for (const std::size_t bytes : {std::size_t{1} << 12, std::size_t{1} << 20, std::size_t{64} << 20}) {
+      void* p = nullptr;
+      ctxscore::check_hip(hipMalloc(&p, bytes), "hipMalloc(allocator disturbance)");
+      ctxscore::check_hip(hipMemset(p, 0xFF, bytes), "hipMemset(allocator disturbance)");
+      ctxscore::check_hip(hipFree(p), "hipFree(allocator disturbance)");
+    }
+#endif
+  }
   SafeTensors replay(const SafeTensors& m) {
 #if defined(CTXSCORE_NATIVE_PORT_GPU)
     if (!captured_) throw std::invalid_argument("replay before any capture");
+    disturb_allocator();
     captured_->refill(m);
     ctxscore::check_hip(hipGraphLaunch(exec_, stream_), "hipGraphLaunch");
     ctxscore::check_hip(hipStreamSynchronize(stream_), "replay");

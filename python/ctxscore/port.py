@@ -177,6 +177,13 @@ class Worker:
             raise ValueError("replay before any capture")
         call, graph = self.captured
         torch = self.buffers.torch
+        # As a serving process does between capture and replay: tensors
+        # allocated, filled with NaN and freed, and the cache emptied, so that a
+        # graph keeping a pointer to memory its port freed reads poison.
+        for n in (1 << 10, 1 << 18, 1 << 24):
+            torch.full((n,), float("nan"), dtype=torch.float32, device=call.q_base.device)
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
         # The storages arrive as numpy: copied into the captured ones.
         for name, base in (("idx_q", call.q_base), ("index_cache", call.cache_base), ("block_table", call.table_base),
                            ("seq_lens", call.lens_base), ("out", call.out_base)):
