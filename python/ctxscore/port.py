@@ -42,15 +42,21 @@ def read_frame(stream, limit=MAX_REQUEST_BYTES):
     if n > limit:
         raise EOFError(f"a message of {n} bytes announced, more than the {limit} one may have "
                        "(is stdin the port protocol?)")
-    body = stream.read(n)
-    if len(body) < n:
-        raise EOFError(f"the harness closed the pipe mid-message ({len(body)} of {n} bytes)")
+    body = bytearray(n)
+    view, got = memoryview(body), 0
+    while got < n:  # one read returns at most about 2 GiB
+        k = stream.readinto(view[got:])
+        if not k:
+            raise EOFError(f"the harness closed the pipe mid-message ({got} of {n} bytes)")
+        got += k
     return body
 
 
 def write_frame(stream, data):
     stream.write(frame_length(len(data)))
-    stream.write(data)
+    view = memoryview(data)
+    while view:  # one write takes at most about 2 GiB of a larger message, and says how much
+        view = view[stream.write(view):]
     stream.flush()
 
 
