@@ -27,6 +27,7 @@
 #include "ctxscore/harness/named_cases.hpp"
 #include "ctxscore/harness/port.hpp"
 #include "ctxscore/harness/run_control.hpp"
+#include "bench.hpp"
 #include "report.hpp"
 
 namespace ctxscore::cli {
@@ -448,6 +449,57 @@ std::pair<std::int64_t, std::int64_t> parse_shard(const std::string& text) {
   throw CLI::ValidationError("--shard", "\"" + text + "\", expected K/N with 1 <= K <= N (for example 2/4)");
 }
 
+// ---- bench ------------------------------------------------------------------
+
+struct BenchPlan {
+  std::vector<std::string> backends, ports, cases;
+  int calls = 100;
+  std::string baseline;
+  double max_slowdown = -1;  // percent; < 0: not given
+};
+
+int bench_command(const BenchPlan& plan, bool as_json) {
+  if (plan.max_slowdown >= 0 && plan.baseline.empty())
+    throw CLI::ValidationError("--max-slowdown", "needs --baseline FILE, the report to compare with");
+  if (!plan.baseline.empty() && plan.max_slowdown < 0)
+    throw CLI::ValidationError("--baseline", "needs --max-slowdown PCT, how much slower a case may be");
+  nlohmann::json baseline;
+  if (!plan.baseline.empty()) {
+    std::ifstream f(plan.baseline);
+    if (!f) throw CLI::ValidationError("--baseline", plan.baseline + ": cannot be read");
+    baseline = nlohmann::json::parse(f, nullptr, false);
+    if (baseline.is_discarded()) throw CLI::ValidationError("--baseline", plan.baseline + ": not JSON");
+  }
+  std::vector<Case> cases;
+  if (plan.cases.empty()) {
+    for (const harness::NamedCase& n : harness::named_cases())
+      if (n.family == harness::CaseFamily::benchmark) cases.push_back(n.spec);
+  } else {
+    for (const std::string& name : plan.cases) cases.push_back(harness::named_case(name).spec);
+  }
+  std::vector<BenchBackend> backends;
+  for (const std::string& name : plan.backends) {
+    if (name == "port") throw CLI::ValidationError("--backend", "port: name a port with --port COMMAND");
+    backends.push_back({name, harness::make_backend(name)});
+  }
+  for (const std::string& command : plan.ports) {
+    auto b = harness::make_backend("port", command);
+    backends.push_back({"port:" + harness::as_port(*b)->port_name(), std::move(b)});
+  }
+  if (backends.empty()) backends.push_back({"reference", harness::make_backend("reference")});
+  BenchReport report = bench(backends, cases, plan.calls);
+  if (!plan.baseline.empty()) {
+    try {
+      compare_with_baseline(report, baseline, plan.max_slowdown);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError("--baseline", plan.baseline + ": " + e.what());
+    }
+  }
+  if (as_json) std::cout << report.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  else std::cout << report.table();
+  return report.slower.empty() ? kPassed : kFailed;
+}
+
 }  // namespace
 }  // namespace ctxscore::cli
 
@@ -555,6 +607,21 @@ int main(int argc, char** argv) {
                     "seconds: no new case or fixture starts once they are spent; the report says how many ran (default: none)")
         ->check(kPositiveSeconds);
 
+  BenchPlan bench_plan;
+  auto* bench_cmd = app.add_subcommand("bench", "Time backends side by side on the benchmark shapes (or named cases), each "
+                                                  "as it measures itself; gate against an earlier report");
+  bench_cmd->add_option("--backend", bench_plan.backends, "an in-process backend to time (reference, hip); repeatable");
+  bench_cmd->add_option("--port", bench_plan.ports, "a port to time (its command line); repeatable. The first backend "
+                                                    "named (--backend before --port) is what the others are compared with");
+  bench_cmd->add_option("--case", bench_plan.cases, "a named case (ctxscore cases); repeatable (default: every benchmark shape)");
+  bench_cmd->add_option("--calls", bench_plan.calls, "timed calls per backend and case")->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  bench_cmd->add_option("--baseline", bench_plan.baseline, "an earlier `ctxscore bench --json` report to compare with");
+  bench_cmd->add_option("--max-slowdown", bench_plan.max_slowdown,
+                        "percent a (case, backend) may be slower than the baseline; more fails the run")
+      ->check(CLI::Range(0.0, 1e6));
+  bench_cmd->add_flag("--json", as_json, "print JSON");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Error& e) {
@@ -578,6 +645,12 @@ int main(int argc, char** argv) {
     if (*geo) return geometry_command(batch, bound, world, heads, query_len, as_json);
     if (*cases_cmd) return cases_command(as_json);
     if (*gen_cmd) return generate_command(out_dir, cls, seed, count);
+    if (*bench_cmd) {
+      for (const std::string& p : bench_plan.ports)
+        if (p.find_first_not_of(" \t") == std::string::npos)
+          throw CLI::ValidationError("--port", "an empty command line (an unset variable?); expected the port's command");
+      return bench_command(bench_plan, as_json);
+    }
     std::tie(fuzz_plan.shard_index, fuzz_plan.shard_count) = parse_shard(shard);
     harness::install_stop_signals();
     const harness::TimeBudget budget(time_budget);

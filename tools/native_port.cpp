@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -253,7 +255,7 @@ class Worker {
     const std::string kind = m.metadata.count("message") ? m.metadata.at("message") : "";
     SafeTensors r;
     if (kind == "hello") {
-      r.metadata = {{"message", "hello"}, {"name", name_}, {"supports", gpu_ ? "score,capture" : "score"},
+      r.metadata = {{"message", "hello"}, {"name", name_}, {"supports", gpu_ ? "score,time,capture" : "score,time"},
                     {"protocol", std::to_string(ctxscore::kProtocolVersion)}, {"toolchain", toolchain()}};
     } else if (kind == "score") {
       Call call(m, gpu_, c_stream_);
@@ -262,6 +264,8 @@ class Worker {
     } else if (kind == "capture") {
       capture(m);
       r.metadata = {{"message", "captured"}};
+    } else if (kind == "time") {
+      r = time(m);
     } else if (kind == "replay") {
       r = replay(m);
     } else {
@@ -275,6 +279,67 @@ class Worker {
     char error[1024] = "";
     if (lib_.score(&c, error, sizeof error) != 0) throw std::runtime_error(error[0] ? error : "the library failed");
   }
+  // The median of `calls` timed calls: device events around each on a GPU
+  // library, the host's steady clock otherwise; and the copy rate alike.
+  SafeTensors time(const SafeTensors& m) {
+    const int calls = m.metadata.count("calls") ? std::stoi(m.metadata.at("calls")) : 0;
+    if (calls < 1) throw std::invalid_argument("`time` needs calls >= 1");
+    Call call(m, gpu_, c_stream_);
+    run(call.c);  // warm-up
+    std::vector<double> us, copy_us;
+    constexpr std::size_t kCopyBytes = std::size_t{256} << 20;
+    std::string method = "host steady clock around each call";
+    if (!gpu_) {
+      for (int k = 0; k < calls; ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        run(call.c);
+        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::vector<char> a(kCopyBytes, 1), b(kCopyBytes);
+      for (int k = 0; k < 5; ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::memcpy(b.data(), a.data(), kCopyBytes);
+        copy_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        a[static_cast<std::size_t>(k)] = b[static_cast<std::size_t>(k) + 1];
+      }
+    }
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+    if (gpu_) {
+      method = "device events around each call";
+      hipEvent_t start = nullptr, stop = nullptr;
+      ctxscore::check_hip(hipEventCreate(&start), "hipEventCreate");
+      ctxscore::check_hip(hipEventCreate(&stop), "hipEventCreate");
+      const auto timed = [&](const auto& body) {
+        ctxscore::check_hip(hipEventRecord(start, stream_), "hipEventRecord");
+        body();
+        ctxscore::check_hip(hipEventRecord(stop, stream_), "hipEventRecord");
+        ctxscore::check_hip(hipEventSynchronize(stop), "hipEventSynchronize");
+        float ms = 0;
+        ctxscore::check_hip(hipEventElapsedTime(&ms, start, stop), "hipEventElapsedTime");
+        return 1000.0 * ms;
+      };
+      for (int k = 0; k < calls; ++k) us.push_back(timed([&] { run(call.c); }));
+      void *a = nullptr, *b = nullptr;
+      ctxscore::check_hip(hipMalloc(&a, kCopyBytes), "hipMalloc");
+      ctxscore::check_hip(hipMalloc(&b, kCopyBytes), "hipMalloc");
+      for (int k = 0; k < 5; ++k)
+        copy_us.push_back(timed([&] {
+          ctxscore::check_hip(hipMemcpyAsync(b, a, kCopyBytes, hipMemcpyDeviceToDevice, stream_), "hipMemcpyAsync");
+        }));
+      (void)hipFree(a);
+      (void)hipFree(b);
+      (void)hipEventDestroy(start);
+      (void)hipEventDestroy(stop);
+    }
+#endif
+    std::sort(us.begin(), us.end());
+    std::sort(copy_us.begin(), copy_us.end());
+    SafeTensors r;
+    r.metadata = {{"message", "timing"}, {"median_us", std::to_string(us[us.size() / 2])}, {"calls", std::to_string(calls)},
+                  {"method", method}, {"copy_gb_per_s", std::to_string(2.0 * kCopyBytes / copy_us[copy_us.size() / 2] * 1e-3)}};
+    return r;
+  }
+
   SafeTensors scores(Call& call) {
     SafeTensors r;
     r.metadata = {{"message", "scores"}};

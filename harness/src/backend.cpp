@@ -2,6 +2,9 @@
 
 #include "ctxscore/harness/port.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <limits>
 
 namespace ctxscore::harness {
@@ -65,6 +68,41 @@ ShardScores oracle_scores(Oracle o, HostCase& host) {
 }
 
 std::unique_ptr<CapturedScore> Backend::capture(HostCase&, std::int64_t) { return nullptr; }
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Bytes read and written per second by one large host copy.
+double host_copy_rate() {
+  std::vector<char> a(std::size_t{256} << 20, 1), b(a.size());
+  std::vector<double> s;
+  for (int k = 0; k < 5; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(b.data(), a.data(), a.size());
+    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    a[static_cast<std::size_t>(k)] = b[static_cast<std::size_t>(k) + 1];  // keeps the copies
+  }
+  return 2.0 * static_cast<double>(a.size()) / median_of(s) * 1e-9;
+}
+
+}  // namespace
+
+Timing Backend::time(HostCase& host, int calls) {
+  const std::vector<float> before = host.out;
+  score(host, OutMode::given);  // warm-up
+  std::vector<double> us;
+  for (int k = 0; k < calls; ++k) {
+    host.out = before;
+    const auto t0 = std::chrono::steady_clock::now();
+    score(host, OutMode::given);
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return {median_of(us), calls, "host wall clock around each call", host_copy_rate()};
+}
 
 std::string host_toolchain() {
 #if defined(__clang__)

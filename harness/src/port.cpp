@@ -386,6 +386,31 @@ class PortBackend : public Backend, public PortBackendApi {
 
   std::unique_ptr<CapturedScore> capture(HostCase& dummy, std::int64_t captured_bound) override;
 
+  // The port times itself on its device (PROTOCOL.md, `time`).
+  Timing time(HostCase& host, int calls) override {
+    if (!supports("time")) fail("does not answer `time` (its hello's `supports` lacks it)");
+    SafeTensors req = call_message("time", host, OutMode::given, host.spec.max_seq_len);
+    req.metadata["calls"] = std::to_string(calls);
+    const SafeTensors reply = exchange(req, "timing", kReplyHeaderAllowance);
+    const auto number = [&](const char* key, double lo) {
+      const auto it = reply.metadata.find(key);
+      if (it == reply.metadata.end()) fail(std::string("reply `timing` lacks ") + key);
+      char* end = nullptr;
+      const double v = std::strtod(it->second.c_str(), &end);
+      if (it->second.empty() || *end != '\0' || !std::isfinite(v) || v < lo)
+        fail(std::string("reply `timing`: ") + key + " = \"" + printable(it->second) + "\", expected a finite number >= " +
+             decimal(lo));
+      return v;
+    };
+    Timing t;
+    t.median_us = number("median_us", 0.0);
+    t.calls = static_cast<std::int64_t>(number("calls", 1.0));
+    t.copy_gb_per_s = number("copy_gb_per_s", 0.0);
+    const auto method = reply.metadata.find("method");
+    t.method = method == reply.metadata.end() ? "not said" : printable(method->second).substr(0, 200);
+    return t;
+  }
+
   PortGeometry geometry(std::int64_t batch, std::int64_t max_seq_len, std::int64_t world, std::int64_t heads,
                         std::int64_t query_len) override {
     SafeTensors req;

@@ -122,7 +122,7 @@ class Worker:
     def hello(self, t, m):
         if m.get("protocol", str(PROTOCOL_VERSION)) != str(PROTOCOL_VERSION):
             raise ValueError(f"the harness speaks protocol {m['protocol']!r}, this worker protocol {PROTOCOL_VERSION}")
-        supports = ["score"] + (["capture"] if self.can_capture() else []) + (["geometry"] if self.geometry_fn else [])
+        supports = ["score", "time"] + (["capture"] if self.can_capture() else []) + (["geometry"] if self.geometry_fn else [])
         return {}, {"message": "hello", "name": self.name, "supports": ",".join(supports),
                     "protocol": str(PROTOCOL_VERSION), "toolchain": self.toolchain()}
 
@@ -204,6 +204,70 @@ class Worker:
         graph.replay()
         return self.reply_scores(call, call.out)
 
+    def time(self, t, m):
+        """The median time of one call: on a CUDA or ROCm device, one graph
+        replaying the call over rotating input sets that together exceed the
+        L2 cache, timed with events; elsewhere the wall clock around each call."""
+        import statistics
+        import time
+
+        calls = int(m["calls"])
+        if calls < 1:
+            raise ValueError(f"calls = {calls}, expected >= 1")
+        if not self.can_capture():
+            call = Call(self.buffers, t, m)
+            call.run(self.fn)  # warm-up
+            us = []
+            for _ in range(calls):
+                t0 = time.perf_counter()
+                call.run(self.fn)
+                us.append((time.perf_counter() - t0) * 1e6)
+            a = np.ones(32 << 20)
+            b = np.empty_like(a)
+            copies = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                np.copyto(b, a)
+                copies.append(time.perf_counter() - t0)
+            return {}, {"message": "timing", "median_us": repr(statistics.median(us)), "calls": str(calls),
+                        "method": "host wall clock around each call",
+                        "copy_gb_per_s": repr(2 * a.nbytes / statistics.median(copies) * 1e-9)}
+        torch = self.buffers.torch
+        sets, total = [], 0
+        while not sets or (total < (256 << 20) and len(sets) < 16):
+            sets.append(Call(self.buffers, t, m))
+            total += sum(x.numel() * x.element_size() for x in (sets[-1].q_base, sets[-1].cache_base, sets[-1].out_base))
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for call in sets:
+                call.run(self.fn)  # warm-up outside the graph
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for call in sets:
+                call.run(self.fn)
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        us = []
+        for _ in range(max(1, calls // len(sets))):
+            start.record()
+            graph.replay()
+            stop.record()
+            stop.synchronize()
+            us.append(start.elapsed_time(stop) * 1e3 / len(sets))
+        a = torch.empty(1 << 30, dtype=torch.uint8, device=sets[0].q_base.device)
+        b = torch.empty_like(a)
+        copies = []
+        for _ in range(5):
+            start.record()
+            b.copy_(a)
+            stop.record()
+            stop.synchronize()
+            copies.append(start.elapsed_time(stop) * 1e-3)
+        return {}, {"message": "timing", "median_us": repr(statistics.median(us)), "calls": str(len(us) * len(sets)),
+                    "method": f"one graph over {len(sets)} rotating input sets, device events around each replay",
+                    "copy_gb_per_s": repr(2 * a.numel() / statistics.median(copies) * 1e-9)}
+
     def geometry(self, t, m):
         if not self.geometry_fn:
             raise ValueError("this port was started without --geometry")
@@ -214,7 +278,7 @@ class Worker:
 
     def serve(self, stdin, stdout):
         handlers = {"hello": self.hello, "score": self.score, "capture": self.capture, "replay": self.replay,
-                    "geometry": self.geometry}
+                    "geometry": self.geometry, "time": self.time}
         while True:
             frame = read_frame(stdin)
             if frame is None:

@@ -44,6 +44,14 @@ class BackendError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How long one call takes, as the backend measures it (`ctxscore bench`).
+struct Timing {
+  double median_us = 0;       // per call, the median over the timed calls
+  std::int64_t calls = 0;     // calls timed
+  std::string method;         // how, in words
+  double copy_gb_per_s = 0;   // the device's copy rate (bytes read and written per second), 0 when not measured
+};
+
 // Which scorer a backend's output is judged against.
 enum class Oracle { reference, plain_loop };
 const char* oracle_name(Oracle o);
@@ -74,6 +82,10 @@ class Backend {
   // Graph capture: nullptr when the backend cannot record one. `captured_bound`
   // is the S the capture is made with (the dummy's own lengths must not size it).
   virtual std::unique_ptr<CapturedScore> capture(HostCase& dummy, std::int64_t captured_bound);
+  // Times `calls` calls on buffers laid out as `host` describes, out given.
+  // The base times each call on the host's wall clock; a GPU backend or a
+  // port measures on its device.
+  virtual Timing time(HostCase& host, int calls);
   // The command-line flags that select this backend again (a replay line).
   virtual std::string replay_flags() const { return "--backend " + name(); }
   // What built the implementation and what it runs on (compiler, libraries,
