@@ -82,9 +82,12 @@ def test_port_runs_as_a_module_and_answers_hello():
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
     p = subprocess.Popen([sys.executable, "-m", "ctxscore.port", "ctxscore.ports.numpy_port:scores", "--tensors", "numpy"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-    write_frame(p.stdin, safetensors.encode({}, {"message": "hello", "protocol": "1"}))
+    from ctxscore.wire_format import PROTOCOL_VERSION
+
+    write_frame(p.stdin, safetensors.encode({}, {"message": "hello", "protocol": str(PROTOCOL_VERSION)}))
     _, meta = safetensors.decode(read_frame(p.stdout), "reply")
-    assert meta["message"] == "hello" and meta["supports"] == "score"
+    assert meta["message"] == "hello" and meta["supports"] == "score,time", meta
+    assert meta["protocol"] == str(PROTOCOL_VERSION) and meta["toolchain"].startswith("python "), meta
     write_frame(p.stdin, safetensors.encode({}, {"message": "bye"}))
     assert safetensors.decode(read_frame(p.stdout), "reply")[1]["message"] == "bye"
     assert p.wait(timeout=10) == 0
