@@ -82,6 +82,21 @@ inline KernelShape choose_kernel_shape(std::int64_t programs, std::int64_t chunk
     return {1, 2};
   return {1, 1};
 }
+// The launcher's chunking. The contract fixes the chunk count upstream
+// launches with, and every chunking scores the same (the forced-chunking
+// properties). Where the contract's programs leave multiprocessors idle and
+// one-slot programs for every slot fit one wave of one-page programs, each
+// program scores one slot: all of them start at once, and each waits on one
+// dependent chain (length, table entry, page) instead of several.
+inline Geometry choose_chunking(Geometry g, std::int64_t multiprocessors, const KernelLimits& lim) {
+  if (g.chunk > 1 && g.grid_x * g.grid_y <= multiprocessors &&
+      g.grid_x * g.local <= lim.one_page_teams_per_sm * multiprocessors) {
+    g.chunks = g.local;
+    g.chunk = 1;
+    g.grid_y = g.local;
+  }
+  return g;
+}
 CTXSCORE_HD inline std::int64_t slot_block(const ScoreParams& p, std::int64_t slot) {
   return block_of_slot(slot, p.rank, p.world);
 }

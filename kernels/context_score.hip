@@ -235,7 +235,7 @@ std::size_t shared_limit() {
 // The launch's teams and ring depth: the launcher's choice, or a test's
 // (GeometryOverride). A forced value is checked, never adjusted; the other
 // one, left to the kernel, is the largest that fits beside it.
-KernelShape kernel_shape(const Geometry& g, std::int64_t rows, int live_rows,
+KernelShape kernel_shape(const Geometry& g, std::int64_t rows, int live_rows, int sms,
                          const std::optional<GeometryOverride>& geometry) {
   const KernelLimits& lim = kLimits;
   const std::size_t smem_limit = shared_limit();
@@ -252,7 +252,6 @@ KernelShape kernel_shape(const Geometry& g, std::int64_t rows, int live_rows,
                         "geometry.teams: got " + std::to_string(forced_teams) + " with geometry.ring_pages " +
                             std::to_string(forced_ring) + ", expected teams * ring pages <= " +
                             std::to_string(lim.most_teams) + " (a program's rings share one multiprocessor)");
-  const int sms = device_attribute(hipDeviceAttributeMultiprocessorCount, "hipDeviceGetAttribute(multiprocessors)");
   KernelShape k = choose_kernel_shape(g.grid_x * g.grid_y, g.chunk, live_rows, sms, lim);
   if (forced_teams != 0) k.teams = static_cast<int>(forced_teams);
   if (forced_ring != 0) k.ring_pages = static_cast<int>(forced_ring);
@@ -303,7 +302,8 @@ LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
   const OutDecision decision = decide_out(args, layout, status != hipStreamCaptureStatusNone);
 
   LaunchResult result;
-  result.geometry = geometry ? apply_override(layout.geometry, *geometry) : layout.geometry;
+  const int sms = device_attribute(hipDeviceAttributeMultiprocessorCount, "hipDeviceGetAttribute(multiprocessors)");
+  result.geometry = geometry ? apply_override(layout.geometry, *geometry) : choose_chunking(layout.geometry, sms, kLimits);
   const Geometry& g = result.geometry;
   if (g.grid_y > 65535)
     throw ContractError(Clause::geometry_override,
@@ -314,7 +314,7 @@ LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,
                                            ", expected <= " + std::to_string(most) +
                                            " (the query tile must fit one program's shared memory)");
   const int live_rows = live_tile_rows(layout.heads * args.max_query_len);
-  const KernelShape k = kernel_shape(g, rows, live_rows, geometry);
+  const KernelShape k = kernel_shape(g, rows, live_rows, sms, geometry);
   result.teams = k.teams;
   result.ring_pages = k.ring_pages;
   result.live_rows = live_rows;

@@ -23,7 +23,7 @@ struct DeviceScores {
 };
 
 struct LaunchResult {
-  Geometry geometry;          // what was launched (production or the override)
+  Geometry geometry;          // what was launched (the launcher's chunking or the override)
   int teams = 0;              // thread teams per program (page_stream.hpp)
   int ring_pages = 0;         // pages in each team's ring
   int live_rows = 0;          // query rows the score step reads per m-tile: 4, 8 or 16 (address_plan.hpp)
@@ -35,7 +35,8 @@ struct LaunchResult {
 };
 
 // Validates with the reference's validator, sizes the launch from the shared
-// contract header (or `geometry`, for tests), and launches on `stream`.
+// contract header, refined by choose_chunking (or `geometry`, for tests),
+// and launches on `stream`.
 // Every tensor must be on the GPU. Errors are ContractError (bad arguments)
 // or std::runtime_error (a failing HIP call), before anything is written.
 LaunchResult indexer_context_scores(const ScoreArgs& args, hipStream_t stream,

@@ -161,6 +161,51 @@ TEST(AddressPlan, KernelShapesAtTheM3Shapes) {
   EXPECT_EQ(shape(4096, 4, speculative, amd), P(1, 1));
 }
 
+// The launcher's chunking: one slot per program exactly where the
+// contract's programs fit the multiprocessors and one-slot programs for
+// every slot fit one wave of one-page programs; the contract's otherwise.
+// Either way every local slot has a program and the batch keeps its column.
+RC_GTEST_PROP(AddressPlan, LauncherSplitsIntoOneSlotProgramsOnlyWhereTheyFitOneWave, ()) {
+  // Sizes drawn log-uniformly, so that small launches are common.
+  const auto upto = [](int most_bits) { return *rc::gen::inRange<std::int64_t>(1, std::int64_t{1} << *rc::gen::inRange(1, most_bits)); };
+  const std::int64_t batch = upto(9), world = *rc::gen::inRange<std::int64_t>(1, 9), max_seq_len = upto(22);
+  const Geometry contract = launch_geometry(batch, max_seq_len, world, 4, 1);
+  const std::int64_t sms = *rc::gen::inRange<std::int64_t>(1, 300);
+  KernelLimits lim;
+  lim.most_teams = *rc::gen::inRange(1, 5);
+  lim.most_ring_pages = *rc::gen::inRange(1, 3);
+  lim.one_page_teams_per_sm = *rc::gen::inRange(1, 5);
+  const Geometry g = choose_chunking(contract, sms, lim);
+  const bool split = contract.chunk > 1 && batch * contract.grid_y <= sms && batch * contract.local <= lim.one_page_teams_per_sm * sms;
+  RC_CLASSIFY(split, "one slot per program");
+  RC_ASSERT(g.grid_x == batch);
+  RC_ASSERT(g.global == contract.global);
+  RC_ASSERT(g.local == contract.local);
+  RC_ASSERT(g.tile_n == contract.tile_n);
+  RC_ASSERT(g.chunk == (split ? 1 : contract.chunk));
+  RC_ASSERT(g.grid_y == (split ? contract.local : contract.grid_y));
+  RC_ASSERT(g.grid_y * g.chunk >= g.local);
+}
+
+TEST(AddressPlan, LauncherChunkingAtTheM3Shapes) {
+  const KernelLimits h200{4, 2, 4};
+  const auto chunking = [&](std::int64_t batch, std::int64_t context) {
+    const Geometry g = choose_chunking(launch_geometry(batch, context, 4, 4, 1), 132, h200);
+    return std::pair{g.chunk, g.grid_y};
+  };
+  using P = std::pair<std::int64_t, std::int64_t>;
+  EXPECT_EQ(chunking(1, 32768), P(1, 64));      // 16 contract programs; 64 one-slot ones
+  EXPECT_EQ(chunking(1, 131072), P(1, 256));    // 64; 256
+  EXPECT_EQ(chunking(8, 32768), P(1, 64));      // 128; 512 of one wave's 528
+  EXPECT_EQ(chunking(8, 131072), P(4, 64));     // 512 contract programs: past the SMs
+  EXPECT_EQ(chunking(1, 1048576), P(4, 512));
+  EXPECT_EQ(chunking(64, 32768), P(4, 16));
+  const KernelLimits amd{1, 1, 1};
+  const Geometry amd_small = choose_chunking(launch_geometry(1, 32768, 4, 4, 1), 104, amd);
+  EXPECT_EQ(amd_small.chunk, 1);  // 64 one-slot programs, one per compute unit
+  EXPECT_EQ(choose_chunking(launch_geometry(8, 32768, 4, 4, 1), 104, amd).chunk, 4);
+}
+
 RC_GTEST_PROP(AddressPlan, ReadsTheReferencePageOfEverySlot, ()) {
   const Case c = *gen::genCase({});
   auto s = test::score_case(c);

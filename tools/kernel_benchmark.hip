@@ -90,11 +90,11 @@ double copy_bandwidth(hipStream_t s) {
 }
 
 // One row of the table: a registry case, run as the launcher chooses or
-// with a forced geometry (`CHUNK = 1`, or teams and ring pages).
+// with a forced geometry (the contract's chunking, or teams and ring pages).
 struct Config {
   const harness::NamedCase* named;
   std::optional<GeometryOverride> forced;
-  std::string geometry;  // "production", "CHUNK=1", or the forced shape
+  std::string geometry;  // "production", "contract", or the forced shape
 };
 
 struct Row {
@@ -232,8 +232,9 @@ Row measure(const Config& cfg, double copy_bps, hipStream_t s, int replays) {
 }
 
 // The registry's benchmark cases as the launcher runs them, then the
-// launcher's alternatives forced side by side: CHUNK = 1 for the small
-// decode launches; for the small launches two teams of two-page rings and
+// launcher's alternatives forced side by side: the contract's chunking for
+// the small decode launches (which the launcher splits into one-slot
+// programs); for the small launches two teams of two-page rings and
 // one team of a one-page ring, for the others one team with either ring
 // depth; and for speculative decode past one wave, one-page rings.
 std::vector<Config> configs(const std::string& only) {
@@ -248,7 +249,7 @@ std::vector<Config> configs(const std::string& only) {
     const Geometry g = launch_geometry(c.batch(), c.max_seq_len, c.world, c.heads, c.query_len);
     const bool decode = c.query_len == 1 && c.world == 4, small = c.batch() * c.max_seq_len <= 8 * 32768;
     if (decode && c.batch() * c.max_seq_len <= 8 * 131072 && c.batch() <= 8)
-      v.push_back({n, GeometryOverride{1, g.local, 0, 0}, "CHUNK=1"});
+      v.push_back({n, GeometryOverride{g.chunk, g.grid_y, 0, 0}, "contract"});
     if (decode) {
       v.push_back({n, GeometryOverride{g.chunk, g.grid_y, small ? 2 : 1, small ? 2 : 1}, small ? "2x2!" : "1x1!"});
       v.push_back({n, GeometryOverride{g.chunk, g.grid_y, 1, small ? 1 : 2}, small ? "1x1!" : "1x2!"});
@@ -320,7 +321,7 @@ int main(int argc, char** argv) {
                   r.fraction, up, sp, r.check.c_str());
     }
     std::printf("shape: teams per program x pages per team's ring / query rows the score step reads; geometry:\n"
-                "production (the launcher's choice), CHUNK=1, or a forced shape (!); launch: us per call of an\n"
+                "production (the launcher's choice), contract (its chunking, forced), or a forced shape (!); launch: us per call of an\n"
                 "empty kernel of the same grid and block; raw numbers: %s\n",
                 csv.c_str());
     for (const Row& r : rows)
