@@ -1,7 +1,7 @@
 // Kernel speed at M3 serving shapes, on the GPU, in one run: the device copy
 // bandwidth first, then for each benchmark case of the registry
 // (named_cases.hpp) and the launcher's forced alternatives beside it, the
-// per-call time (median over timed replays of one graph of many calls that
+// per-call time (graph_timing.hpp, as `ctxscore bench` times: median over replays of one graph of many calls that
 // rotates input sets, so nothing runs from L2), the bytes the kernel must
 // read, GB/s and the fraction of copy bandwidth, with the upstream kernel's
 // published time where there is one, and the launch floor: an empty kernel
@@ -25,6 +25,7 @@
 #include "ctxscore/compare.hpp"
 #include "ctxscore/contents.hpp"
 #include "ctxscore/harness/device.hpp"
+#include "ctxscore/harness/graph_timing.hpp"
 #include "ctxscore/harness/run_control.hpp"
 #include "ctxscore/harness/named_cases.hpp"
 #include "ctxscore/score.hpp"
@@ -52,42 +53,6 @@ __global__ void fill_f32(float* p, std::int64_t n, float v) {
 // The launch floor's kernel: nothing to do, so its time per call in a graph
 // is what launching and retiring the grid costs.
 __global__ void empty_program() {}
-
-double median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Times `launch` (enqueuing one call on `s`) with events around each of
-// `n` launches after `warm` untimed ones; returns the median in µs.
-template <typename F>
-double time_us(hipStream_t s, int warm, int n, F&& launch) {
-  hipEvent_t a, b;
-  check_hip(hipEventCreate(&a), "event");
-  check_hip(hipEventCreate(&b), "event");
-  for (int k = 0; k < warm; ++k) launch(k);
-  std::vector<float> ms(static_cast<std::size_t>(n));
-  for (int k = 0; k < n; ++k) {
-    check_hip(hipEventRecord(a, s), "record");
-    launch(warm + k);
-    check_hip(hipEventRecord(b, s), "record");
-    check_hip(hipEventSynchronize(b), "sync");
-    check_hip(hipEventElapsedTime(&ms[static_cast<std::size_t>(k)], a, b), "elapsed");
-  }
-  (void)hipEventDestroy(a);
-  (void)hipEventDestroy(b);
-  return median(ms) * 1e3;
-}
-
-double copy_bandwidth(hipStream_t s) {
-  const std::size_t bytes = std::size_t{1} << 31;
-  DeviceBuffer x(bytes), y(bytes);
-  fill_cache<<<1024, 256, 0, s>>>(static_cast<std::uint16_t*>(x.get()), 0, static_cast<std::int64_t>(bytes / 2 / kPageElems), 1);
-  const double us = time_us(s, 3, 20, [&](int) {
-    check_hip(hipMemcpyAsync(y.get(), x.get(), bytes, hipMemcpyDeviceToDevice, s), "copy");
-  });
-  return 2.0 * bytes / (us * 1e-6);  // read + write
-}
 
 // One row of the table: a registry case, run as the launcher chooses or
 // with a forced geometry (the contract's chunking, or teams and ring pages).
@@ -179,9 +144,6 @@ Row measure(const Config& cfg, double copy_bps, hipStream_t s, int replays) {
   }
   check_hip(hipDeviceSynchronize(), "fill");
   const Device gpu{Device::Kind::gpu, 0};
-  // One graph of many calls, cycling through the input sets: a replay's
-  // time over its calls is the per-call time without host launch latency.
-  const int calls = std::max(sets, 16);
   std::vector<ScoreArgs> args;
   for (int k = 0; k < sets; ++k) {
     ScoreArgs a;
@@ -199,33 +161,19 @@ Row measure(const Config& cfg, double copy_bps, hipStream_t s, int replays) {
   }
   Geometry launched;
   int teams = 0, ring_pages = 0, live_rows = 0, threads = 0;
-  hipGraph_t graph;
-  check_hip(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal), "capture");
-  for (int k = 0; k < calls; ++k) {
-    LaunchResult r = indexer_context_scores(args[static_cast<std::size_t>(k % sets)], s, cfg.forced);
-    launched = r.geometry;
-    teams = r.teams;
-    ring_pages = r.ring_pages;
-    live_rows = r.live_rows;
-    threads = r.threads;
-  }
-  check_hip(hipStreamEndCapture(s, &graph), "end capture");
-  hipGraphExec_t exec;
-  check_hip(hipGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
-  (void)hipGraphDestroy(graph);
-  const double us = time_us(s, 3, replays, [&](int) { check_hip(hipGraphLaunch(exec, s), "replay"); }) / calls;
-  check_hip(hipStreamSynchronize(s), "replays");
-  (void)hipGraphExecDestroy(exec);
+  const int calls = replays * harness::graph_calls(sets);
+  const double us = harness::time_in_graph(s, sets, calls, [&](int k) {
+                      const LaunchResult r = indexer_context_scores(args[static_cast<std::size_t>(k % sets)], s, cfg.forced);
+                      launched = r.geometry;
+                      teams = r.teams;
+                      ring_pages = r.ring_pages;
+                      live_rows = r.live_rows;
+                      threads = r.threads;
+                    }).median_us;
   // The same number of empty launches of the same grid and block size.
   const dim3 grid(static_cast<unsigned>(launched.grid_x), static_cast<unsigned>(launched.grid_y));
-  check_hip(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal), "capture floor");
-  for (int k = 0; k < calls; ++k) empty_program<<<grid, threads, 0, s>>>();
-  check_hip(hipStreamEndCapture(s, &graph), "end capture floor");
-  check_hip(hipGraphInstantiateWithFlags(&exec, graph, 0), "instantiate floor");
-  (void)hipGraphDestroy(graph);
-  const double floor_us = time_us(s, 3, replays, [&](int) { check_hip(hipGraphLaunch(exec, s), "replay floor"); }) / calls;
-  check_hip(hipStreamSynchronize(s), "floor replays");
-  (void)hipGraphExecDestroy(exec);
+  const double floor_us = harness::time_in_graph(s, sets, calls, [&](int) { empty_program<<<grid, threads, 0, s>>>(); }).median_us;
+  check_hip(hipStreamSynchronize(s), "replays");
   Row r{cfg, us, bytes, bytes / (us * 1e-6) * 1e-9, bytes / (us * 1e-6) / copy_bps, floor_us, launched.grid_y, launched.chunk, teams, ring_pages, live_rows, ""};
   r.check = spot_check(c, static_cast<const float*>(outs[0].get()), static_cast<const std::uint16_t*>(cache.get()));
   return r;
@@ -284,7 +232,7 @@ int main(int argc, char** argv) {
   try {
     hipStream_t s;
     check_hip(hipStreamCreate(&s), "stream");
-    const double copy = copy_bandwidth(s);
+    const double copy = harness::device_copy_gb_per_s(s) * 1e9;
     std::printf("device copy bandwidth (read + write): %.2f TB/s\n", copy * 1e-12);
     std::vector<Row> rows;
     for (const Config& cfg : configs(only)) {

@@ -10,6 +10,7 @@
 #include "context_score.hpp"
 #include "ctxscore/harness/backend.hpp"
 #include "ctxscore/harness/device.hpp"
+#include "ctxscore/harness/graph_timing.hpp"
 
 namespace ctxscore::harness {
 
@@ -191,8 +192,8 @@ class HipBackend : public Backend {
     return std::make_unique<HipCapture>(dummy, captured_bound, stream_);
   }
 
-  // Device events around each launch, over rotating copies of the inputs
-  // that together exceed the L2 cache, so that no call finds its inputs there.
+  // One graph of calls over rotating copies of the inputs that together
+  // exceed the L2 cache (graph_timing.hpp), and the device's copy rate.
   Timing time(HostCase& host, int calls) override {
     const std::size_t one = host.q.size() * sizeof(bf16) + host.cache.size() * sizeof(bf16) +
                             host.table.size() * sizeof(std::int32_t) + host.out.size() * sizeof(float);
@@ -201,43 +202,11 @@ class HipBackend : public Backend {
     for (std::size_t bytes = 0; sets.empty() || (bytes < kPastL2 && bytes + one <= kAtMost); bytes += one)
       sets.push_back(std::make_unique<DeviceCase>(host));
     for (const auto& d : sets) indexer_context_scores(d->args, stream_, host.spec.geometry);  // warm-up
-    hipEvent_t start = nullptr, stop = nullptr;
-    check_hip(hipEventCreate(&start), "hipEventCreate");
-    check_hip(hipEventCreate(&stop), "hipEventCreate");
-    const auto elapsed_us = [&] {
-      check_hip(hipEventSynchronize(stop), "hipEventSynchronize");
-      float ms = 0;
-      check_hip(hipEventElapsedTime(&ms, start, stop), "hipEventElapsedTime");
-      return 1000.0 * ms;
-    };
-    std::vector<double> us;
-    for (int k = 0; k < calls; ++k) {
-      check_hip(hipEventRecord(start, stream_), "hipEventRecord");
+    const GraphTiming t = time_in_graph(stream_, static_cast<int>(sets.size()), calls, [&](int k) {
       indexer_context_scores(sets[static_cast<std::size_t>(k) % sets.size()]->args, stream_, host.spec.geometry);
-      check_hip(hipEventRecord(stop, stream_), "hipEventRecord");
-      us.push_back(elapsed_us());
-    }
-    // The device's copy rate (the device's, not the case's: measured once):
-    // one 1 GiB device-to-device copy, timed alike.
-    if (copy_gb_per_s_ == 0) {
-      DeviceBuffer a(std::size_t{1} << 30), b(std::size_t{1} << 30);
-      std::vector<double> copy_us;
-      for (int k = 0; k < 5; ++k) {
-        check_hip(hipEventRecord(start, stream_), "hipEventRecord");
-        check_hip(hipMemcpyAsync(b.get(), a.get(), std::size_t{1} << 30, hipMemcpyDeviceToDevice, stream_),
-                  "hipMemcpyAsync");
-        check_hip(hipEventRecord(stop, stream_), "hipEventRecord");
-        copy_us.push_back(elapsed_us());
-      }
-      std::sort(copy_us.begin(), copy_us.end());
-      copy_gb_per_s_ = 2.0 * static_cast<double>(std::size_t{1} << 30) / copy_us[copy_us.size() / 2] * 1e-3;
-    }
-    (void)hipEventDestroy(start);
-    (void)hipEventDestroy(stop);
-    std::sort(us.begin(), us.end());
-    return {us[us.size() / 2], calls,
-            "device events around each launch, over " + std::to_string(sets.size()) + " rotating input sets",
-            copy_gb_per_s_};
+    });
+    if (copy_gb_per_s_ == 0) copy_gb_per_s_ = device_copy_gb_per_s(stream_);
+    return {t.median_us, t.calls, t.method, copy_gb_per_s_};
   }
 
  private:
