@@ -202,7 +202,20 @@ class Worker:
             if src.numel() != base.numel():
                 raise ValueError(f"replay's {name} storage has {src.numel()} elements, the captured one {base.numel()}")
             base.copy_(src.to(base.device))
+        # Tensors that other work holds while the graph runs, in memory taken
+        # afresh from the device (two 1 MiB ones fill one of torch's small
+        # segments): a replay that writes through a pointer its port freed
+        # after capture lands in one of them, or faults.
+        torch.cuda.empty_cache()
+        bystanders = [torch.full((n,), float("nan"), dtype=torch.float32, device=call.q_base.device)
+                      for n in (1 << 18, 1 << 18, 1 << 22)]
         graph.replay()
+        torch.cuda.synchronize()
+        for b in bystanders:
+            changed = int((~torch.isnan(b)).sum())
+            if changed:
+                raise ValueError(f"the replay wrote {changed} elements of a {b.numel() * 4}-byte tensor allocated after "
+                                 f"capture, expected none: the graph writes through a pointer its port freed")
         return self.reply_scores(call, call.out)
 
     def time(self, t, m):

@@ -14,7 +14,8 @@ per distinct set, which is what `ctxscore fuzz --compile-keys` exists for.
 must kill through the port protocol (ci/gpu mutants): addressing, masking,
 the written-slot set, the fresh-out path, the launch geometry, and a
 geometry cached from the first call (what graph capture on a dummy batch
-would bake in).
+would bake in), and per-call scratch taken from outside the graph's memory
+pool (what a replay after the allocator moved writes through).
 """
 import torch
 import triton
@@ -24,7 +25,8 @@ LOG2E_LITERAL = 1.4426950409
 TARGET_GRID, MIN_BLOCKS = 1 << 14, 3
 
 # Planted bugs, one per number (0: none).
-NONE, QUERY_TOKEN_STRIDE, CUTOFF_INCLUSIVE, PAST_SCAN, FRESH_LAYOUT, CHUNK_ROUNDED_DOWN, GEOMETRY_CACHED = range(7)
+(NONE, QUERY_TOKEN_STRIDE, CUTOFF_INCLUSIVE, PAST_SCAN, FRESH_LAYOUT, CHUNK_ROUNDED_DOWN, GEOMETRY_CACHED,
+ SCRATCH_OUTSIDE_POOL) = range(8)
 
 
 # One program (request i, chunk c): shared by both kernels below, which
@@ -139,6 +141,14 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
         strides = scores.stride()
         if bug == FRESH_LAYOUT:  # the fresh buffer written token-major, as if it were [T, H, L]
             strides = (local, heads * local, 1)
+    target = scores
+    if bug == SCRATCH_OUTSIDE_POOL:
+        # Scores staged in per-call scratch taken from the default stream's
+        # pool: right in eager calls, but under capture the scratch is not
+        # the graph's, and is free for others' use once the call returns.
+        with torch.cuda.stream(torch.cuda.default_stream(idx_q.device)):
+            scores = torch.empty((heads, tokens, local), dtype=torch.float32, device=idx_q.device)
+        strides = scores.stride()
     if tokens:
         if bug == GEOMETRY_CACHED:
             chunks, chunk, grid_y = _first_geometry.setdefault("launch", _launch_geometry(batch, max_seq_len, world_size, NONE))
@@ -154,7 +164,9 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
         else:
             _context_score[(batch, grid_y)](*common, heads, max_query_len, rank, world_size, sm_scale * LOG2E_LITERAL,
                                             CHUNK=chunk, N=n, BUG=bug)
-    return scores
+    if target is not scores:
+        target.copy_(scores)
+    return target
 
 
 def scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale, out=None):
@@ -189,6 +201,7 @@ planted_writes_past_scan = _planted(PAST_SCAN)  # written set: slots past scan s
 planted_fresh_layout = _planted(FRESH_LAYOUT)  # fresh-out path: the fresh buffer laid out token-major
 planted_chunk_rounded_down = _planted(CHUNK_ROUNDED_DOWN)  # geometry: CHUNK rounded down, the last slots dropped
 planted_geometry_cached = _planted(GEOMETRY_CACHED)  # capture: the first call's geometry reused by every call
+planted_scratch_outside_pool = _planted(SCRATCH_OUTSIDE_POOL)  # capture: per-call scratch outside the graph's pool
 
 
 def planted_chunk_rounded_down_geometry(batch, max_seq_len, world_size, heads, max_query_len):
