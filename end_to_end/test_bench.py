@@ -4,6 +4,8 @@ baseline, and a non-zero exit when a port is slower than its baseline (a
 port that sleeps)."""
 import json
 import os
+import shlex
+import sys
 
 import pytest
 
@@ -64,11 +66,34 @@ def test_a_baseline_row_not_measured_now_fails_and_bad_baselines_are_named(run, 
     baseline.write_text(json.dumps({"rows": [{"case": "length_129", "backend": "port:other", "median_us": 5.0}]}))
     done, report = bench(run, "--port", port_command("ctxscore.ports.numpy_port:scores"), "--baseline", str(baseline),
                          "--max-slowdown", "10")
-    assert done.returncode == 1 and report["slower"] == ["length_129 on port:other: in the baseline, not measured now"]
+    assert done.returncode == 1 and report["slower"] == [
+        "length_129 on port:other: in the baseline, not measured now",
+        "length_129 on port:ctxscore.ports.numpy_port:scores: measured now, not in the baseline",
+        "upstream_two_requests_rank0 on port:ctxscore.ports.numpy_port:scores: measured now, not in the baseline"], \
+        report["slower"]
     for text, named in (("[1, 2]", "not a `ctxscore bench --json` report"), ("{", "not JSON"),
-                        ('{"rows": [{"case": "length_129", "backend": "reference", "median_us": -1}]}', "median_us")):
+                        ('{"rows": [{"case": "length_129", "backend": "reference", "median_us": -1}]}', "median_us"),
+                        ('{"rows": []}', "no rows"),
+                        ('{"rows": [{"case": "length_129", "backend": "reference", "median_us": 5},'
+                         ' {"case": "length_129", "backend": "reference", "median_us": 50}]}', "two rows for length_129")):
         baseline.write_text(text)
         bad = run("bench", *CASES, "--calls", "2", "--baseline", str(baseline), "--max-slowdown", "10")
         assert bad.returncode == 2 and named in bad.stderr, (text, bad.stderr)
     alone = run("bench", "--max-slowdown", "10")
     assert alone.returncode == 2 and "needs --baseline" in alone.stderr, alone.stderr
+    for pct in ("nan", "inf", "-1", "5x"):  # a NaN bound would pass every comparison
+        bad = run("bench", *CASES, "--calls", "2", "--baseline", str(baseline), "--max-slowdown", pct)
+        assert bad.returncode == 2 and "expected a finite percentage" in bad.stderr, (pct, bad.stderr)
+
+
+@pytest.mark.parametrize("behaviour, named", [
+    ("timing_zero", 'median_us = "0", expected a finite number > 0'),
+    ("timing_fewer_calls", 'calls = "4", expected a finite number >= 5'),
+    ("timing_longer_than_the_wait", "calls at a median of 1000000 us take at least 3 s, expected no more than the")])
+def test_timing_figures_no_measurement_gives_are_refused(run, behaviour, named):
+    here = os.path.dirname(os.path.abspath(__file__))
+    broken = os.path.join(here, "..", "property_tests", "ports", "broken_port.py")
+    words = ["env", "PYTHONPATH=" + os.path.join(here, "..", "python"), sys.executable, broken, behaviour]
+    done, report = bench(run, "--port", " ".join(shlex.quote(w) for w in words))
+    assert done.returncode != 0 and report is None, done.stdout
+    assert named in done.stderr and f"broken:{behaviour}" in done.stderr, done.stderr

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -85,8 +86,11 @@ nlohmann::ordered_json BenchReport::json() const {
 void compare_with_baseline(BenchReport& report, const nlohmann::json& baseline, double max_slowdown_pct) {
   if (!baseline.is_object() || !baseline.contains("rows") || !baseline["rows"].is_array())
     throw std::invalid_argument("--baseline: not a `ctxscore bench --json` report (expected an object with \"rows\")");
+  if (baseline["rows"].empty())
+    throw std::invalid_argument("--baseline: no rows, expected the (case, backend) rows of an earlier run to compare with");
   std::map<std::pair<std::string, std::string>, double> now;
   for (const BenchRow& row : report.rows) now[{row.case_name, row.label}] = row.timing.median_us;
+  std::set<std::pair<std::string, std::string>> seen;
   for (const auto& b : baseline["rows"]) {
     if (!b.is_object() || !b.contains("case") || !b.contains("backend") || !b.contains("median_us") ||
         !b["case"].is_string() || !b["backend"].is_string() || !b["median_us"].is_number() ||
@@ -94,6 +98,9 @@ void compare_with_baseline(BenchReport& report, const nlohmann::json& baseline, 
       throw std::invalid_argument("--baseline: row " + b.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
                                   ", expected {\"case\": string, \"backend\": string, \"median_us\": number > 0, ...}");
     const std::string c = b["case"], label = b["backend"];
+    if (!seen.insert({c, label}).second)
+      throw std::invalid_argument("--baseline: two rows for " + harness::printable(c) + " on " + harness::printable(label) +
+                                  ", expected one (case, backend) row each");
     const double was = b["median_us"];
     const auto it = now.find({c, label});
     if (it == now.end()) {
@@ -108,6 +115,10 @@ void compare_with_baseline(BenchReport& report, const nlohmann::json& baseline, 
       report.slower.push_back(c + " on " + label + s);
     }
   }
+  // What the run measured and the baseline lacks is not gated: a failure
+  // too, so that a baseline cut short cannot pass what it leaves out.
+  for (const auto& [key, us] : now)
+    if (!seen.count(key)) report.slower.push_back(key.first + " on " + key.second + ": measured now, not in the baseline");
 }
 
 }  // namespace ctxscore::cli

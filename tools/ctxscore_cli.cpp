@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -423,6 +424,18 @@ const CLI::Validator kPositiveSeconds(
     },
     "SECONDS");
 
+// A percentage for a gate: finite and in [0, 10^6] (a range check alone
+// lets "nan" through, and a NaN bound passes every comparison).
+const CLI::Validator kGatePercent(
+    [](std::string& text) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !std::isfinite(v) || v < 0 || v > 1e6)
+        return "\"" + harness::printable(text) + "\", expected a finite percentage from 0 to 1000000";
+      return "";
+    },
+    "PCT");
+
 // A seed: a decimal integer in [0, 2^64) (an unsigned parse would wrap "-1").
 const CLI::Validator kSeed(
     [](std::string& text) -> std::string {
@@ -619,7 +632,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--baseline", bench_plan.baseline, "an earlier `ctxscore bench --json` report to compare with");
   bench_cmd->add_option("--max-slowdown", bench_plan.max_slowdown,
                         "percent a (case, backend) may be slower than the baseline; more fails the run")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(kGatePercent);
   bench_cmd->add_flag("--json", as_json, "print JSON");
 
   try {

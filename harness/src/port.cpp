@@ -391,21 +391,31 @@ class PortBackend : public Backend, public PortBackendApi {
     if (!supports("time")) fail("does not answer `time` (its hello's `supports` lacks it)");
     SafeTensors req = call_message("time", host, OutMode::given, host.spec.max_seq_len);
     req.metadata["calls"] = std::to_string(calls);
+    const auto asked = std::chrono::steady_clock::now();
     const SafeTensors reply = exchange(req, "timing", kReplyHeaderAllowance);
-    const auto number = [&](const char* key, double lo) {
+    const double waited_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - asked).count();
+    const auto number = [&](const char* key, double lo, bool above) {
       const auto it = reply.metadata.find(key);
       if (it == reply.metadata.end()) fail(std::string("reply `timing` lacks ") + key);
       char* end = nullptr;
       const double v = std::strtod(it->second.c_str(), &end);
-      if (it->second.empty() || *end != '\0' || !std::isfinite(v) || v < lo)
-        fail(std::string("reply `timing`: ") + key + " = \"" + printable(it->second) + "\", expected a finite number >= " +
-             decimal(lo));
+      if (it->second.empty() || *end != '\0' || !std::isfinite(v) || v < lo || (above && v == lo))
+        fail(std::string("reply `timing`: ") + key + " = \"" + printable(it->second) + "\", expected a finite number " +
+             (above ? "> " : ">= ") + decimal(lo));
       return v;
     };
     Timing t;
-    t.median_us = number("median_us", 0.0);
-    t.calls = static_cast<std::int64_t>(number("calls", 1.0));
-    t.copy_gb_per_s = number("copy_gb_per_s", 0.0);
+    t.median_us = number("median_us", 0.0, true);
+    t.calls = static_cast<std::int64_t>(number("calls", calls, false));
+    t.copy_gb_per_s = number("copy_gb_per_s", 0.0, true);
+    // At least half the timed calls took the median or longer, and all of
+    // them ran while the harness waited: figures that do not fit in the
+    // wait are not a measurement.
+    const double least_us = std::ceil(static_cast<double>(t.calls) / 2) * t.median_us;
+    if (least_us > 1.1 * waited_us + 1000.0)
+      fail("reply `timing`: " + std::to_string(t.calls) + " calls at a median of " + decimal(t.median_us) +
+           " us take at least " + decimal(least_us * 1e-6) + " s, expected no more than the " + decimal(waited_us * 1e-6) +
+           " s the reply took");
     const auto method = reply.metadata.find("method");
     t.method = method == reply.metadata.end() ? "not said" : printable(method->second).substr(0, 200);
     return t;

@@ -1,5 +1,5 @@
 """A port that speaks hello correctly, then misbehaves on its first score
-request in the way its argument names; the harness must give each a
+or time request in the way its argument names; the harness must give each a
 verdict naming what it did and reap the child. Writes its pid to
 $CTXSCORE_TEST_PIDFILE so a test can check that it is gone."""
 import os
@@ -40,11 +40,18 @@ while True:
             with open(os.environ["CTXSCORE_TEST_PIDFILE"] + ".child", "w") as f:
                 f.write(str(child))
         protocol = {"protocol": "999"} if behaviour == "other_protocol" else {}
-        reply({}, {"message": "hello", "name": "broken:" + behaviour, "supports": "score", **protocol})
+        reply({}, {"message": "hello", "name": "broken:" + behaviour, "supports": "score,time", **protocol})
         if behaviour == "never_reads":
             time.sleep(3600)
         if behaviour == "sleeps_before_reading":
             time.sleep(5)
+        continue
+    if m["message"] == "time":  # figures no measurement gives
+        asked = int(m["calls"])
+        median_us, calls = {"timing_zero": ("0", asked), "timing_fewer_calls": ("10", asked - 1),
+                            "timing_longer_than_the_wait": ("1000000", asked)}[behaviour]
+        reply({}, {"message": "timing", "median_us": median_us, "calls": str(calls), "method": "made up",
+                   "copy_gb_per_s": "100"})
         continue
     out = t.get("out")
     good = {"out": np.array(out, np.float32)} if out is not None else {}
