@@ -120,6 +120,7 @@ def _launch_geometry(batch, max_seq_len, world_size, bug):
 
 
 _first_geometry = {}
+_scratch_streams = {}
 
 
 def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale, out,
@@ -143,10 +144,13 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
             strides = (local, heads * local, 1)
     target = scores
     if bug == SCRATCH_OUTSIDE_POOL:
-        # Scores staged in per-call scratch taken from the default stream's
-        # pool: right in eager calls, but under capture the scratch is not
-        # the graph's, and is free for others' use once the call returns.
-        with torch.cuda.stream(torch.cuda.default_stream(idx_q.device)):
+        # Scores staged in per-call scratch allocated under a stream of the
+        # port's own: right in eager calls (every use is ordered on the
+        # calling stream), but under capture the scratch comes from that
+        # stream's pool, not the graph's, and is free for others once the
+        # call returns.
+        side = _scratch_streams.setdefault(idx_q.device, torch.cuda.Stream(idx_q.device))
+        with torch.cuda.stream(side):
             scores = torch.empty((heads, tokens, local), dtype=torch.float32, device=idx_q.device)
         strides = scores.stride()
     if tokens:
