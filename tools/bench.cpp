@@ -69,7 +69,7 @@ std::string BenchReport::table() const {
   }
   for (const auto& [label, t] : toolchains) o << "  " << harness::printable(label) << ": " << harness::printable(t) << "\n";
   for (const std::string& s : slower) o << "SLOWER: " << harness::printable(s) << "\n";
-  o << (slower.empty() ? "result: measured\n" : "result: FAILED (slower than the baseline)\n");
+  o << (slower.empty() ? "result: measured\n" : "result: FAILED (slower than the baseline, or a row only one of the two has)\n");
   return o.str();
 }
 
