@@ -369,16 +369,7 @@ class Worker {
     captured_ = std::make_unique<Call>(m, gpu_, c_stream_);
     if (exec_) (void)hipGraphExecDestroy(exec_);
     exec_ = nullptr;
-    hipGraph_t graph = nullptr;
-    ctxscore::check_hip(hipStreamBeginCapture(stream_, hipStreamCaptureModeThreadLocal), "hipStreamBeginCapture");
-    try {
-      run(captured_->c);
-    } catch (...) {
-      (void)hipStreamEndCapture(stream_, &graph);
-      if (graph) (void)hipGraphDestroy(graph);
-      throw;
-    }
-    ctxscore::check_hip(hipStreamEndCapture(stream_, &graph), "hipStreamEndCapture");
+    hipGraph_t graph = ctxscore::harness::capture_graph(stream_, [&] { run(captured_->c); });
     ctxscore::check_hip(hipGraphInstantiateWithFlags(&exec_, graph, 0), "hipGraphInstantiateWithFlags");
     (void)hipGraphDestroy(graph);
 #else

@@ -123,16 +123,7 @@ class HipCapture : public CapturedScore {
   HipCapture(HostCase& dummy, std::int64_t bound, hipStream_t stream) : dev_(dummy), stream_(stream) {
     ScoreArgs a = dev_.args;
     a.max_seq_len = bound;
-    check_hip(hipStreamBeginCapture(stream_, hipStreamCaptureModeThreadLocal), "hipStreamBeginCapture");
-    try {
-      launch_ = indexer_context_scores(a, stream_, dummy.spec.geometry);
-    } catch (...) {
-      hipGraph_t discarded = nullptr;
-      (void)hipStreamEndCapture(stream_, &discarded);
-      if (discarded) (void)hipGraphDestroy(discarded);
-      throw;
-    }
-    check_hip(hipStreamEndCapture(stream_, &graph_), "hipStreamEndCapture");
+    graph_ = capture_graph(stream_, [&] { launch_ = indexer_context_scores(a, stream_, dummy.spec.geometry); });
     check_hip(hipGraphInstantiateWithFlags(&exec_, graph_, 0), "hipGraphInstantiateWithFlags");
   }
   ~HipCapture() override {

@@ -3,7 +3,8 @@
 // with torch's graphs; PROTOCOL.md, `time`): calls captured into one graph,
 // call k on input set k mod sets so that no call finds its inputs in L2,
 // the graph replayed, device events around each replay; the median replay
-// over the calls it holds. Host launch latency is not in the figure.
+// over the calls it holds. Host launch latency is not in the figure. And
+// the one way every GPU backend records a graph (capture_graph).
 #pragma once
 
 #include <algorithm>
@@ -57,23 +58,34 @@ inline double median(std::vector<double> v) {
 }
 }  // namespace detail
 
-// `enqueue(k)` puts call k (k < per_graph) on `s`, which the timing captures.
-// At least `calls` calls are timed, in whole replays (3 at least), after
-// 3 untimed ones.
-template <typename Enqueue>
-GraphTiming time_in_graph(hipStream_t s, int sets, int calls, Enqueue&& enqueue) {
-  const int per_graph = graph_calls(sets);
-  hipGraph_t graph = nullptr;
-  check_hip(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal), "hipStreamBeginCapture(timing)");
+// Records what `record()` enqueues on `s` into a graph. When `record`
+// throws, the capture is ended and what it recorded dropped, so that the
+// stream is usable again.
+template <typename Record>
+hipGraph_t capture_graph(hipStream_t s, Record&& record) {
+  check_hip(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal), "hipStreamBeginCapture");
   try {
-    for (int k = 0; k < per_graph; ++k) enqueue(k);
+    record();
   } catch (...) {
     hipGraph_t discarded = nullptr;
     (void)hipStreamEndCapture(s, &discarded);
     if (discarded) (void)hipGraphDestroy(discarded);
     throw;
   }
-  check_hip(hipStreamEndCapture(s, &graph), "hipStreamEndCapture(timing)");
+  hipGraph_t graph = nullptr;
+  check_hip(hipStreamEndCapture(s, &graph), "hipStreamEndCapture");
+  return graph;
+}
+
+// `enqueue(k)` puts call k (k < per_graph) on `s`, which the timing captures.
+// At least `calls` calls are timed, in whole replays (3 at least), after
+// 3 untimed ones.
+template <typename Enqueue>
+GraphTiming time_in_graph(hipStream_t s, int sets, int calls, Enqueue&& enqueue) {
+  const int per_graph = graph_calls(sets);
+  hipGraph_t graph = capture_graph(s, [&] {
+    for (int k = 0; k < per_graph; ++k) enqueue(k);
+  });
   hipGraphExec_t exec = nullptr;
   const hipError_t made = hipGraphInstantiateWithFlags(&exec, graph, 0);
   (void)hipGraphDestroy(graph);
