@@ -14,8 +14,9 @@ per distinct set, which is what `ctxscore fuzz --compile-keys` exists for.
 must kill through the port protocol (ci/gpu mutants): addressing, masking,
 the written-slot set, the fresh-out path, the launch geometry, and a
 geometry cached from the first call (what graph capture on a dummy batch
-would bake in), and per-call scratch taken from outside the graph's memory
-pool (what a replay after the allocator moved writes through).
+would bake in), per-call scratch allocated under a stream of the port's own
+during capture, and a workspace the port lets go once a capture has used it
+(what a replay after the allocator moved writes through).
 """
 import torch
 import triton
@@ -26,7 +27,7 @@ TARGET_GRID, MIN_BLOCKS = 1 << 14, 3
 
 # Planted bugs, one per number (0: none).
 (NONE, QUERY_TOKEN_STRIDE, CUTOFF_INCLUSIVE, PAST_SCAN, FRESH_LAYOUT, CHUNK_ROUNDED_DOWN, GEOMETRY_CACHED,
- SCRATCH_OUTSIDE_POOL) = range(8)
+ SCRATCH_OUTSIDE_POOL, WORKSPACE_RELEASED_AFTER_CAPTURE) = range(9)
 
 
 # One program (request i, chunk c): shared by both kernels below, which
@@ -121,6 +122,7 @@ def _launch_geometry(batch, max_seq_len, world_size, bug):
 
 _first_geometry = {}
 _scratch_streams = {}
+_workspaces = {}
 
 
 def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale, out,
@@ -146,12 +148,28 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
     if bug == SCRATCH_OUTSIDE_POOL:
         # Scores staged in per-call scratch allocated under a stream of the
         # port's own: right in eager calls (every use is ordered on the
-        # calling stream), but under capture the scratch comes from that
-        # stream's pool, not the graph's, and is free for others once the
-        # call returns.
+        # calling stream). Under capture the scratch is not the graph's:
+        # torch empties its cache before a capture, so the allocation needs
+        # the driver, and the capture fails.
         side = _scratch_streams.setdefault(idx_q.device, torch.cuda.Stream(idx_q.device))
         with torch.cuda.stream(side):
             scores = torch.empty((heads, tokens, local), dtype=torch.float32, device=idx_q.device)
+        strides = scores.stride()
+    if bug == WORKSPACE_RELEASED_AFTER_CAPTURE:
+        # Scores staged in a workspace the port keeps between calls (16 MiB,
+        # or what a call needs): right in eager calls. A capture takes the
+        # workspace and the port lets it go, as if the graph now owned it;
+        # a graph owns only what its own pool gave it, so a replay writes
+        # through the freed workspace into whatever took its place.
+        need = heads * tokens * local
+        capturing = torch.cuda.is_current_stream_capturing()
+        work = _workspaces.pop(idx_q.device, None) if capturing else _workspaces.get(idx_q.device)
+        if work is None or work.numel() < need:
+            work = torch.empty(max(need, 4 << 20), dtype=torch.float32, device=idx_q.device)
+        if not capturing:
+            _workspaces[idx_q.device] = work
+        scores = work[:need].view(heads, tokens, local)
+        scores.copy_(target)  # the unwritten slots keep what the caller's out holds
         strides = scores.stride()
     if tokens:
         if bug == GEOMETRY_CACHED:
@@ -206,6 +224,7 @@ planted_fresh_layout = _planted(FRESH_LAYOUT)  # fresh-out path: the fresh buffe
 planted_chunk_rounded_down = _planted(CHUNK_ROUNDED_DOWN)  # geometry: CHUNK rounded down, the last slots dropped
 planted_geometry_cached = _planted(GEOMETRY_CACHED)  # capture: the first call's geometry reused by every call
 planted_scratch_outside_pool = _planted(SCRATCH_OUTSIDE_POOL)  # capture: per-call scratch outside the graph's pool
+planted_workspace_released_after_capture = _planted(WORKSPACE_RELEASED_AFTER_CAPTURE)  # capture: the graph's workspace freed
 
 
 def planted_chunk_rounded_down_geometry(batch, max_seq_len, world_size, heads, max_query_len):
