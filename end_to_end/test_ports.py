@@ -1,10 +1,13 @@
 """The port protocol end to end, as a kernel author uses it: the numpy and
 torch ports (CPU) and the native worker serving the reference library pass
 `ctxscore fuzz --port` and `fixtures check --port` in every out mode; a
-planted bug comes back as a shrunk score mismatch, never as an error."""
+planted bug comes back as a shrunk score mismatch, never as an error; a
+port that raises while it records or replays a graph fails the capture
+property with the case it raised on, written as a fixture."""
 import os
 import re
 import shlex
+import subprocess
 import sys
 
 from conftest import SOURCE
@@ -55,3 +58,22 @@ def test_a_planted_bug_comes_back_as_a_shrunk_mismatch(run):
     assert "replay: ctxscore fixtures check" in text
     assert re.search(r"FAIL \[port vs reference, out [a-z_]+\] MISMATCH", text), text
     assert re.search(r"^port +fuzz +10 +[1-9][0-9]* +0 ", fuzzed.stdout, re.M), fuzzed.stdout  # failures, no errors
+
+
+def test_a_port_that_raises_at_capture_or_replay_fails_the_capture_property_with_its_case(tmp_path):
+    properties = os.path.join(os.environ["CTXSCORE_BUILD_DIR"], "property_tests", "ctxscore_gpu_properties")
+    broken = os.path.join(SOURCE, "property_tests", "ports", "broken_port.py")
+    for behaviour, said, case in (("capture_raises", "capture raised: ", "case: Case{capture_probe "),
+                                  ("replay_raises", "replay raised: ", "shrunk case: Case{capture_replay ")):
+        failures = tmp_path / behaviour
+        words = ["env", "PYTHONPATH=" + os.path.join(SOURCE, "python"), sys.executable, broken, behaviour]
+        env = dict(os.environ, CTXSCORE_PROPERTY_BACKEND="port", CTXSCORE_PORT=" ".join(shlex.quote(w) for w in words),
+                   CTXSCORE_FAILURE_DIR=str(failures))
+        done = subprocess.run([properties, "--gtest_filter=Capture.DummyBatchAtTheStableBoundReplaysEveryBatch"],
+                              capture_output=True, text=True, env=env, timeout=300)
+        text = done.stdout + done.stderr
+        assert done.returncode == 1, text
+        assert said in text and "RuntimeError: " in text and case in text, text
+        assert "SKIPPED" not in text, text
+        written = list(failures.glob("*.safetensors"))
+        assert len(written) == 1 and f"fixture: {written[0]}" in text, (written, text)

@@ -18,12 +18,28 @@ using harness::CaseBuilder;
 
 class Capture : public test::OnPropertyBackend {
  protected:
-  // Whether the backend records graphs at all (a one-token probe).
+  // Whether the backend records graphs at all (a one-token probe). A probe
+  // that raises fails the test, with the probe as its case.
   bool records_graphs() {
-    HostCase probe = materialize(CaseBuilder("capture_probe").lens({1}).build());
-    return backend().capture(probe, 128) != nullptr;
+    const Case probe = CaseBuilder("capture_probe").lens({1}).build();
+    HostCase host = materialize(probe);
+    try {
+      return backend().capture(host, 128) != nullptr;
+    } catch (const std::exception& e) {
+      test::fail_with_case(probe, std::string("capture raised: ") + e.what(), backend().replay_flags());
+      return false;
+    }
   }
 };
+
+// Skips (fails, where a GPU is required) a test whose backend records no
+// graph; a probe that raised has failed the test already.
+#define REQUIRE_GRAPHS()                                                 \
+  do {                                                                   \
+    if (records_graphs()) break;                                         \
+    if (HasFailure()) return;                                            \
+    CTXSCORE_SKIP_OR_FAIL(backend().name() + " cannot record a graph"); \
+  } while (0)
 
 // A real batch with the dummy's shapes (B, H, QL, world, rank, S, P, table width).
 Case real_batch(const Case& shape) {
@@ -39,15 +55,21 @@ Case real_batch(const Case& shape) {
 // Replays `g` over `real`; the harness's judge holds the replay, as a call
 // with out given, to the reference's scores of the real batch at `bound`.
 harness::Verdict replay(harness::CapturedScore& g, Case real, std::int64_t bound) {
-  HostCase host = materialize(real);
-  const std::vector<float> before = host.out;
-  const harness::Scored replayed = g.replay(host);
-  real.max_seq_len = bound;
-  HostCase judged = materialize(real);
   harness::Verdict v;
   v.spec = real;
   v.backend = "replay";
   v.oracle = harness::oracle_name(harness::Oracle::reference);
+  HostCase host = materialize(real);
+  const std::vector<float> before = host.out;
+  harness::Scored replayed;
+  try {
+    replayed = g.replay(host);
+  } catch (const std::exception& e) {
+    v.error = std::string("replay raised: ") + e.what();
+    return v;
+  }
+  real.max_seq_len = bound;
+  HostCase judged = materialize(real);
   harness::judge_scored(v, judged, before, replayed, harness::oracle_scores(harness::Oracle::reference, judged));
   return v;
 }
@@ -66,11 +88,12 @@ Case dummy_shape() {
 }
 
 TEST_F(Capture, DummyBatchAtTheStableBoundReplaysEveryBatch) {
-  if (!records_graphs()) CTXSCORE_SKIP_OR_FAIL(backend().name() + " cannot record a graph");
+  REQUIRE_GRAPHS();
   test::run_property(40, [this] {
     const Case dummy = dummy_shape();
     HostCase host = materialize(dummy);
-    const auto g = backend().capture(host, dummy.max_seq_len);
+    const auto g = test::on_case(dummy, backend().replay_flags(), "capture raised",
+                                 [&] { return backend().capture(host, dummy.max_seq_len); });
     for (int k = 0; k < 3; ++k) {
       const Case real = real_batch(dummy);
       const harness::Verdict v = replay(*g, real, dummy.max_seq_len);
@@ -84,14 +107,17 @@ TEST_F(Capture, DummyBatchAtTheStableBoundReplaysEveryBatch) {
 
 // A replay writes, bitwise, what a plain call on the same batch writes.
 TEST_F(Capture, ReplayEqualsAPlainCallBitwise) {
-  if (!records_graphs()) CTXSCORE_SKIP_OR_FAIL(backend().name() + " cannot record a graph");
+  REQUIRE_GRAPHS();
   test::run_property(20, [this] {
+    const std::string flags = backend().replay_flags();
     const Case dummy = dummy_shape();
     HostCase host = materialize(dummy);
-    const auto g = backend().capture(host, dummy.max_seq_len);
+    const auto g = test::on_case(dummy, flags, "capture raised", [&] { return backend().capture(host, dummy.max_seq_len); });
     const Case real = real_batch(dummy);
     HostCase replayed = materialize(real), plain = materialize(real);
-    const std::vector<float> a = g->replay(replayed).out, b = backend().score(plain, harness::OutMode::given).out;
+    const std::vector<float> a = test::on_case(real, flags, "replay raised", [&] { return g->replay(replayed).out; });
+    const std::vector<float> b =
+        test::on_case(real, flags, "plain call raised", [&] { return backend().score(plain, harness::OutMode::given).out; });
     RC_ASSERT(a.size() == b.size());
     for (std::size_t e = 0; e < a.size(); ++e)
       if (float_bits(a[e]) != float_bits(b[e])) {

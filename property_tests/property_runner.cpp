@@ -45,6 +45,18 @@ std::string& toolchain() {
 
 void set_toolchain(const std::string& t) { toolchain() = t; }
 
+namespace {
+
+// The failing case's line, its verdict, and the fixture written for it.
+std::string counterexample(const Failure& f, const std::string& found_by, std::uint64_t seed, bool shrunk) {
+  return "\n" + std::string(shrunk ? "shrunk case: " : "case: ") + f.c.str() + "\nverdict: " + f.verdict +
+         "\nfixture: " +
+         harness::write_failure_fixture(f.c, harness::FailureRecord{found_by, seed, std::nullopt, shrunk, toolchain()},
+                                        f.backend_flags);
+}
+
+}  // namespace
+
 void count_class(const std::string& claim, bool hit) {
   if (hit) ++gen::class_counts()[claim];
 }
@@ -100,13 +112,14 @@ void run_property(int cases, const std::function<void()>& property, const std::v
   if (success) return;
   msg << "\ntoolchain: " << toolchain();
   msg << "\nseed: " << params.seed << " (replay: RC_PARAMS=\"seed=" << params.seed << "\")";
-  if (const auto& f = last_failure()) {
-    msg << "\nshrunk case: " << f->c.str() << "\nverdict: " << f->verdict;
-    msg << "\nfixture: "
-        << harness::write_failure_fixture(f->c, harness::FailureRecord{meta.id, params.seed, std::nullopt, true, toolchain()},
-                                          f->backend_flags);
-  }
+  if (const auto& f = last_failure()) msg << counterexample(*f, meta.id, params.seed, true);
   ADD_FAILURE() << msg.str();
+}
+
+void fail_with_case(const Case& c, const std::string& verdict, const std::string& backend_flags) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string id = std::string(info->test_suite_name()) + "/" + info->name();
+  ADD_FAILURE() << "toolchain: " << toolchain() << counterexample(Failure{c, verdict, backend_flags}, id, c.seed, false);
 }
 
 }  // namespace ctxscore::test

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -23,6 +24,24 @@ void note_failure(const Case& c, const std::string& verdict, const std::string& 
 // Asserts `v` passed; otherwise records it for the fixture and fails the
 // RapidCheck case with the verdict.
 void require(const harness::Verdict& v, const std::string& backend_flags);
+
+// Returns what `call` returns. A backend that throws fails the RapidCheck
+// case as a failure of `c`, recorded for the fixture like a failing
+// verdict, its message after `what`: a property that calls a backend
+// directly keeps its counterexample when the call raises.
+template <class Call>
+auto on_case(const Case& c, const std::string& backend_flags, const std::string& what, Call&& call) -> decltype(call()) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    note_failure(c, what + ": " + e.what(), backend_flags);
+    RC_FAIL(what + ": " + e.what());
+  }
+}
+
+// Fails the current test, outside a property, with `c` as its
+// counterexample: the case line, `verdict`, the fixture written for it.
+void fail_with_case(const Case& c, const std::string& verdict, const std::string& backend_flags);
 
 // A coverage floor: at least `share` of a property's cases fall in the edge
 // class `claim` (a gen::classify name, or one the property counts with

@@ -1,5 +1,5 @@
-"""A port that speaks hello correctly, then misbehaves on its first score
-or time request in the way its argument names; the harness must give each a
+"""A port that speaks hello correctly, then misbehaves on its first score,
+time, capture or replay request in the way its argument names; the harness must give each a
 verdict naming what it did and reap the child. Writes its pid to
 $CTXSCORE_TEST_PIDFILE so a test can check that it is gone."""
 import os
@@ -40,7 +40,8 @@ while True:
             with open(os.environ["CTXSCORE_TEST_PIDFILE"] + ".child", "w") as f:
                 f.write(str(child))
         protocol = {"protocol": "999"} if behaviour == "other_protocol" else {}
-        reply({}, {"message": "hello", "name": "broken:" + behaviour, "supports": "score,time", **protocol})
+        supports = "score,time" + (",capture" if behaviour in ("capture_raises", "replay_raises") else "")
+        reply({}, {"message": "hello", "name": "broken:" + behaviour, "supports": supports, **protocol})
         if behaviour == "never_reads":
             time.sleep(3600)
         if behaviour == "sleeps_before_reading":
@@ -52,6 +53,15 @@ while True:
                             "timing_longer_than_the_wait": ("1000000", asked)}[behaviour]
         reply({}, {"message": "timing", "median_us": median_us, "calls": str(calls), "method": "made up",
                    "copy_gb_per_s": "100"})
+        continue
+    if m["message"] == "capture":  # records a graph, or says it failed to
+        if behaviour == "capture_raises":
+            reply({}, {"message": "error", "reason": "RuntimeError: the capture was invalidated"})
+        else:
+            reply({}, {"message": "captured"})
+        continue
+    if m["message"] == "replay" and behaviour == "replay_raises":
+        reply({}, {"message": "error", "reason": "RuntimeError: an illegal memory access was encountered"})
         continue
     out = t.get("out")
     good = {"out": np.array(out, np.float32)} if out is not None else {}
