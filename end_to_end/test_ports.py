@@ -1,16 +1,18 @@
 """The port protocol end to end, as a kernel author uses it: the numpy and
 torch ports (CPU) and the native worker serving the reference library pass
 `ctxscore fuzz --port` and `fixtures check --port` in every out mode; a
-planted bug comes back as a shrunk score mismatch, never as an error; a
-port that raises while it records or replays a graph fails the capture
-property with the case it raised on, written as a fixture."""
+planted bug comes back as a shrunk score mismatch, never as an error; the
+capture properties run on the CPU through a port that records graphs there:
+a graph that replays stale inputs fails them with a replay line that fails
+again (`fixtures check --capture`), and a port that raises while it records
+or replays fails them with the case it raised on, written as a fixture."""
 import os
 import re
 import shlex
 import subprocess
 import sys
 
-from conftest import SOURCE
+from conftest import HERE, SOURCE
 
 
 def python_port(function, *extra):
@@ -60,20 +62,48 @@ def test_a_planted_bug_comes_back_as_a_shrunk_mismatch(run):
     assert re.search(r"^port +fuzz +10 +[1-9][0-9]* +0 ", fuzzed.stdout, re.M), fuzzed.stdout  # failures, no errors
 
 
-def test_a_port_that_raises_at_capture_or_replay_fails_the_capture_property_with_its_case(tmp_path):
+
+def capture_properties(port, failures):
+    """The capture properties run against `port`: (return code, output)."""
     properties = os.path.join(os.environ["CTXSCORE_BUILD_DIR"], "property_tests", "ctxscore_gpu_properties")
+    env = dict(os.environ, CTXSCORE_PROPERTY_BACKEND="port", CTXSCORE_PORT=port, CTXSCORE_FAILURE_DIR=str(failures))
+    done = subprocess.run([properties, "--gtest_filter=Capture.*"], capture_output=True, text=True, env=env, timeout=600)
+    return done.returncode, done.stdout + done.stderr
+
+
+def script_port(script, *args):
+    words = ["env", "PYTHONPATH=" + os.path.join(SOURCE, "python"), sys.executable, script, *args]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def test_a_port_that_raises_at_capture_or_replay_fails_the_capture_property_with_its_case(tmp_path):
     broken = os.path.join(SOURCE, "property_tests", "ports", "broken_port.py")
     for behaviour, said, case in (("capture_raises", "capture raised: ", "case: Case{capture_probe "),
                                   ("replay_raises", "replay raised: ", "shrunk case: Case{capture_replay ")):
         failures = tmp_path / behaviour
-        words = ["env", "PYTHONPATH=" + os.path.join(SOURCE, "python"), sys.executable, broken, behaviour]
-        env = dict(os.environ, CTXSCORE_PROPERTY_BACKEND="port", CTXSCORE_PORT=" ".join(shlex.quote(w) for w in words),
-                   CTXSCORE_FAILURE_DIR=str(failures))
-        done = subprocess.run([properties, "--gtest_filter=Capture.DummyBatchAtTheStableBoundReplaysEveryBatch"],
-                              capture_output=True, text=True, env=env, timeout=300)
-        text = done.stdout + done.stderr
-        assert done.returncode == 1, text
+        rc, text = capture_properties(script_port(broken, behaviour), failures)
+        assert rc == 1, text
         assert said in text and "RuntimeError: " in text and case in text, text
         assert "SKIPPED" not in text, text
-        written = list(failures.glob("*.safetensors"))
+        written = list(failures.glob("Capture_DummyBatch*.safetensors"))
         assert len(written) == 1 and f"fixture: {written[0]}" in text, (written, text)
+
+
+def test_a_graph_replaying_its_recorded_inputs_fails_the_capture_properties_and_its_replay_line(ctxscore_bin, tmp_path):
+    graph = os.path.join(HERE, "ports", "graph_port.py")
+    rc, text = capture_properties(script_port(graph, "right"), tmp_path / "right")
+    assert rc == 0 and "[  PASSED  ] 3 tests." in text and "SKIPPED" not in text, text
+
+    rc, text = capture_properties(script_port(graph, "stale"), tmp_path / "stale")
+    assert rc == 1 and "[  FAILED  ] Capture.DummyBatchAtTheStableBoundReplaysEveryBatch" in text, text
+    lines = [m.group(1) for m in re.finditer(r"\(replay: (ctxscore fixtures check \S+Capture_DummyBatch\S+ .*)\)$", text, re.M)]
+    assert len(lines) == 1 and lines[0].endswith(" --capture"), text
+    env = dict(os.environ, PATH=os.path.dirname(ctxscore_bin) + os.pathsep + os.environ["PATH"])
+
+    def replay(line):
+        return subprocess.run(["sh", "-c", line], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+
+    through_a_graph = replay(lines[0])
+    assert through_a_graph.returncode == 1 and "MISMATCH" in through_a_graph.stdout, through_a_graph.stdout
+    plain = replay(lines[0][: -len(" --capture")])  # an eager call does not have the bug
+    assert plain.returncode == 0, plain.stdout + plain.stderr

@@ -18,6 +18,9 @@ using harness::CaseBuilder;
 
 class Capture : public test::OnPropertyBackend {
  protected:
+  // A failing case's replay line scores it through a graph, as here.
+  std::string replay_flags() { return backend().replay_flags() + " --capture"; }
+
   // Whether the backend records graphs at all (a one-token probe). A probe
   // that raises fails the test, with the probe as its case.
   bool records_graphs() {
@@ -26,7 +29,7 @@ class Capture : public test::OnPropertyBackend {
     try {
       return backend().capture(host, 128) != nullptr;
     } catch (const std::exception& e) {
-      test::fail_with_case(probe, std::string("capture raised: ") + e.what(), backend().replay_flags());
+      test::fail_with_case(probe, std::string("capture raised: ") + e.what(), replay_flags());
       return false;
     }
   }
@@ -92,13 +95,13 @@ TEST_F(Capture, DummyBatchAtTheStableBoundReplaysEveryBatch) {
   test::run_property(40, [this] {
     const Case dummy = dummy_shape();
     HostCase host = materialize(dummy);
-    const auto g = test::on_case(dummy, backend().replay_flags(), "capture raised",
+    const auto g = test::on_case(dummy, replay_flags(), "capture raised",
                                  [&] { return backend().capture(host, dummy.max_seq_len); });
     for (int k = 0; k < 3; ++k) {
       const Case real = real_batch(dummy);
       const harness::Verdict v = replay(*g, real, dummy.max_seq_len);
       if (!v.ok()) {
-        test::note_failure(real, v.str(), backend().replay_flags());
+        test::note_failure(real, v.str(), replay_flags());
         RC_FAIL("replay " + std::to_string(k) + ": " + v.str());
       }
     }
@@ -109,7 +112,7 @@ TEST_F(Capture, DummyBatchAtTheStableBoundReplaysEveryBatch) {
 TEST_F(Capture, ReplayEqualsAPlainCallBitwise) {
   REQUIRE_GRAPHS();
   test::run_property(20, [this] {
-    const std::string flags = backend().replay_flags();
+    const std::string flags = replay_flags();
     const Case dummy = dummy_shape();
     HostCase host = materialize(dummy);
     const auto g = test::on_case(dummy, flags, "capture raised", [&] { return backend().capture(host, dummy.max_seq_len); });
@@ -121,7 +124,7 @@ TEST_F(Capture, ReplayEqualsAPlainCallBitwise) {
     RC_ASSERT(a.size() == b.size());
     for (std::size_t e = 0; e < a.size(); ++e)
       if (float_bits(a[e]) != float_bits(b[e])) {
-        test::note_failure(real, "element " + std::to_string(e) + " differs", backend().replay_flags());
+        test::note_failure(real, "element " + std::to_string(e) + " differs", flags);
         RC_FAIL("replay and plain call differ at element " + std::to_string(e) + ": " + std::to_string(a[e]) + " vs " +
                 std::to_string(b[e]));
       }

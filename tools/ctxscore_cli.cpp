@@ -155,7 +155,7 @@ std::vector<fs::path> fixture_files(const std::vector<std::string>& inputs) {
 // Each fixture in each out mode of `modes`; a fixture that does not read is
 // an error of the fixture, told apart from a failing backend.
 Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::vector<OutMode>& modes, bool print,
-                     const harness::TimeBudget& budget, int repeat = 1) {
+                     const harness::TimeBudget& budget, int repeat = 1, bool capture = false) {
   Suite s;
   s.name = "corpus";
   s.backend = b.name();
@@ -180,6 +180,7 @@ Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::
       harness::JudgeOptions o;
       o.out = m;
       o.repeat = repeat;
+      o.capture = capture;
       Verdict v;
       try {
         v = harness::run_and_judge(b, f, o);
@@ -573,6 +574,10 @@ int main(int argc, char** argv) {
   auto* check_cmd = fixtures->add_subcommand("check", "Run a backend on fixtures and judge it; non-zero exit on any failure");
   check_cmd->add_option("PATH", paths, "fixture files or directories (default: the corpus installed with this binary)");
   add_backend(check_cmd, check_mode, "given, absent, too_small or all");
+  bool capture = false;
+  check_cmd->add_flag("--capture", capture,
+                      "score each fixture through a graph recorded on a dummy batch of its shapes at its bound, "
+                      "then replayed with the fixture's contents (out given)");
 
   FuzzPlan fuzz_plan;
   std::string shard = "1/1";
@@ -672,10 +677,14 @@ int main(int argc, char** argv) {
     if (*check_cmd) {
       if (check_mode == "mixed") throw CLI::ValidationError("--out-mode", "mixed is for fuzz; fixtures take given, absent, too_small or all");
       if (check_mode != "all") harness::out_mode_named(check_mode);
+      if (capture && check_mode != "given")
+        throw CLI::ValidationError("--capture", "a replay writes into the captured out: it takes --out-mode given, not " + check_mode);
+      if (capture && repeat != 1)
+        throw CLI::ValidationError("--capture", "a replay is one call: it takes no --repeat, got " + std::to_string(repeat));
       if (paths.empty()) paths.push_back(default_corpus());
       const std::vector<fs::path> files = fixture_files(paths);
       const auto b = harness::make_backend(backend, port);
-      report.suites.push_back(check_fixtures(files, *b, modes_named(check_mode), !as_json, budget, repeat));
+      report.suites.push_back(check_fixtures(files, *b, modes_named(check_mode), !as_json, budget, repeat, capture));
     } else if (*fuzz_cmd) {
       if (fuzz_mode != "mixed") harness::out_mode_named(fuzz_mode);
       fuzz_plan.out_mode = fuzz_mode;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 
 namespace ctxscore::harness {
 
@@ -74,6 +75,27 @@ void run_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expecte
     if (scores != nullptr) *scores = std::move(first);
   } catch (const BackendError& e) {
     v.error = e.what();
+  }
+}
+
+// The case as a real batch through a graph recorded on a dummy batch of its
+// shapes at its bound (JudgeOptions::capture).
+void replay_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expected) {
+  Case dummy = host.spec;
+  dummy.name = "capture_dummy";
+  std::fill(dummy.seq_lens.begin(), dummy.seq_lens.end(), 1);
+  std::fill(dummy.block_table.begin(), dummy.block_table.end(), 0);
+  HostCase recorded = materialize(dummy);
+  const std::vector<float> before = host.out;
+  try {
+    const auto graph = b.capture(recorded, host.spec.max_seq_len);
+    if (!graph) {
+      v.error = b.name() + " records no graph (a port's hello must offer `capture`)";
+      return;
+    }
+    judge_scored(v, host, before, graph->replay(host), expected);
+  } catch (const std::exception& e) {
+    v.error = std::string("capture or replay raised: ") + e.what();
   }
 }
 
@@ -170,7 +192,7 @@ Verdict judged(Backend& backend, HostCase& host, const JudgeOptions& options, st
 
 std::string replay_flags(const Backend& backend, const JudgeOptions& options) {
   return backend.replay_flags() + out_mode_flags(options.out) +
-         (options.repeat > 1 ? " --repeat " + std::to_string(options.repeat) : "");
+         (options.repeat > 1 ? " --repeat " + std::to_string(options.repeat) : "") + (options.capture ? " --capture" : "");
 }
 
 Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& options) {
@@ -198,7 +220,13 @@ Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& op
   v.backend = backend.name();
   v.oracle = "the fixture's expectation";
   HostCase host = f.host();
-  run_into(v, backend, host, f.oracle(), options.repeat, nullptr);
+  if (options.capture) {
+    if (options.out != OutMode::given || options.repeat != 1)
+      throw std::invalid_argument("a replay is one call with out given: capture takes neither another out mode nor repeats");
+    replay_into(v, backend, host, f.oracle());
+  } else {
+    run_into(v, backend, host, f.oracle(), options.repeat, nullptr);
+  }
   return v;
 }
 

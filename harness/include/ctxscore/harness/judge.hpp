@@ -24,6 +24,10 @@ struct JudgeOptions {
   // Make the same call this many times: every call after the first must
   // give the first one's bits (CONTRACT.md §5, repeatability).
   int repeat = 1;
+  // Score through a graph, as a serving process does: one recorded on a
+  // dummy batch of the case's shapes (one token per request, page 0) at its
+  // bound, the case written into the captured buffers, replayed. Out given.
+  bool capture = false;
 };
 
 struct Verdict {
