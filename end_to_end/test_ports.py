@@ -15,10 +15,14 @@ import sys
 from conftest import HERE, SOURCE
 
 
-def python_port(function, *extra):
-    words = ["env", "PYTHONPATH=" + os.path.join(SOURCE, "python"), sys.executable, "-m", "ctxscore.port",
-             function, *extra]
+def script_port(*args):
+    """The command line of a Python port: the interpreter with the package on its path, then `args`."""
+    words = ["env", "PYTHONPATH=" + os.path.join(SOURCE, "python"), sys.executable, *args]
     return " ".join(shlex.quote(w) for w in words)
+
+
+def python_port(function, *extra):
+    return script_port("-m", "ctxscore.port", function, *extra)
 
 
 def native_port():
@@ -62,18 +66,12 @@ def test_a_planted_bug_comes_back_as_a_shrunk_mismatch(run):
     assert re.search(r"^port +fuzz +10 +[1-9][0-9]* +0 ", fuzzed.stdout, re.M), fuzzed.stdout  # failures, no errors
 
 
-
 def capture_properties(port, failures):
     """The capture properties run against `port`: (return code, output)."""
     properties = os.path.join(os.environ["CTXSCORE_BUILD_DIR"], "property_tests", "ctxscore_gpu_properties")
     env = dict(os.environ, CTXSCORE_PROPERTY_BACKEND="port", CTXSCORE_PORT=port, CTXSCORE_FAILURE_DIR=str(failures))
     done = subprocess.run([properties, "--gtest_filter=Capture.*"], capture_output=True, text=True, env=env, timeout=600)
     return done.returncode, done.stdout + done.stderr
-
-
-def script_port(script, *args):
-    words = ["env", "PYTHONPATH=" + os.path.join(SOURCE, "python"), sys.executable, script, *args]
-    return " ".join(shlex.quote(w) for w in words)
 
 
 def test_a_port_that_raises_at_capture_or_replay_fails_the_capture_property_with_its_case(tmp_path):

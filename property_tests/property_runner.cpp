@@ -15,6 +15,12 @@ struct Failure {
   Case c;
   std::string verdict, backend_flags;
 };
+// "Suite/Test" of the running GoogleTest test: a failure's `found_by`.
+std::string current_test_id() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return std::string(info->test_suite_name()) + "/" + info->name();
+}
+
 std::optional<Failure>& last_failure() {
   static std::optional<Failure> f;
   return f;
@@ -65,10 +71,9 @@ void run_property(int cases, const std::function<void()>& property, const std::v
   rc::detail::TestParams params = rc::detail::configuration().testParams;
   params.maxSuccess = cases;
   if (const char* scale = std::getenv("CTXSCORE_CASE_SCALE")) params.maxSuccess = static_cast<int>(cases * std::atof(scale));
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   rc::detail::TestMetadata meta;
-  meta.id = std::string(info->test_suite_name()) + "/" + info->name();
-  meta.description = info->name();
+  meta.id = current_test_id();
+  meta.description = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   last_failure().reset();
   property_stats() = {};
   gen::class_counts().clear();  // a plain RapidCheck property before this one may have classified too
@@ -117,9 +122,8 @@ void run_property(int cases, const std::function<void()>& property, const std::v
 }
 
 void fail_with_case(const Case& c, const std::string& verdict, const std::string& backend_flags) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string id = std::string(info->test_suite_name()) + "/" + info->name();
-  ADD_FAILURE() << "toolchain: " << toolchain() << counterexample(Failure{c, verdict, backend_flags}, id, c.seed, false);
+  ADD_FAILURE() << "toolchain: " << toolchain()
+                << counterexample(Failure{c, verdict, backend_flags}, current_test_id(), c.seed, false);
 }
 
 }  // namespace ctxscore::test

@@ -36,9 +36,8 @@ class GraphWorker(port.Worker):
         if self.captured is None:
             raise ValueError("replay before any capture")
         call = self.captured
-        names = ["out"] if self.stale else [name for name, _ in STORAGES] + ["out"]
-        for name in names:
-            base = call.out_base if name == "out" else getattr(call, dict(STORAGES)[name])
+        inputs = [] if self.stale else [(name, getattr(call, attr)) for name, attr in STORAGES]
+        for name, base in inputs + [("out", call.out_base)]:
             values = widen_bf16(t[name]) if t[name].dtype == np.uint16 else t[name]
             if values.size != base.size:
                 raise ValueError(f"replay's {name} storage has {values.size} elements, the captured one {base.size}")
