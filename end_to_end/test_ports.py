@@ -61,9 +61,9 @@ def test_a_planted_bug_comes_back_as_a_shrunk_mismatch(run):
     text = fuzzed.stdout + fuzzed.stderr
     assert fuzzed.returncode == 1, text
     assert "shrunk: Case{" in text
-    assert "replay: ctxscore fixtures check" in text
+    assert re.search(r"replay: /\S*ctxscore fixtures check", text), text
     assert re.search(r"FAIL \[port vs reference, out [a-z_]+\] MISMATCH", text), text
-    assert re.search(r"^port +fuzz +10 +[1-9][0-9]* +0 ", fuzzed.stdout, re.M), fuzzed.stdout  # failures, no errors
+    assert re.search(r"^port +fuzz +\d+ +1 +0 ", fuzzed.stdout, re.M), fuzzed.stdout  # stopped at the first failure, no errors
 
 
 def capture_properties(port, failures):
@@ -83,18 +83,18 @@ def test_a_port_that_raises_at_capture_or_replay_fails_the_capture_property_with
         assert rc == 1, text
         assert said in text and "RuntimeError: " in text and case in text, text
         assert "SKIPPED" not in text, text
-        written = list(failures.glob("Capture_DummyBatch*.safetensors"))
+        written = list(failures.glob("capture_*.safetensors"))
         assert len(written) == 1 and f"fixture: {written[0]}" in text, (written, text)
 
 
 def test_a_graph_replaying_its_recorded_inputs_fails_the_capture_properties_and_its_replay_line(ctxscore_bin, tmp_path):
     graph = os.path.join(HERE, "ports", "graph_port.py")
     rc, text = capture_properties(script_port(graph, "right"), tmp_path / "right")
-    assert rc == 0 and "[  PASSED  ] 3 tests." in text and "SKIPPED" not in text, text
+    assert rc == 0 and "[  PASSED  ] 2 tests." in text and "SKIPPED" not in text, text
 
     rc, text = capture_properties(script_port(graph, "stale"), tmp_path / "stale")
     assert rc == 1 and "[  FAILED  ] Capture.DummyBatchAtTheStableBoundReplaysEveryBatch" in text, text
-    lines = [m.group(1) for m in re.finditer(r"\(replay: (ctxscore fixtures check \S+Capture_DummyBatch\S+ .*)\)$", text, re.M)]
+    lines = [m.group(1) for m in re.finditer(r"\(replay: (ctxscore fixtures check \S+capture_seed\S+ .*)\)$", text, re.M)]
     assert len(lines) == 1 and lines[0].endswith(" --capture"), text
     env = dict(os.environ, PATH=os.path.dirname(ctxscore_bin) + os.pathsep + os.environ["PATH"])
 

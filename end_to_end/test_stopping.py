@@ -54,12 +54,26 @@ def test_a_time_budget_ends_the_run_cleanly_and_says_so(ctxscore_bin, port_comma
     slow = port_command("slow_port:scores")
     t0 = time.monotonic()
     done = subprocess.run([ctxscore_bin, "fuzz", "--port", slow, "--cases", "1000", "--case-size", "small",
-                           "--time-budget", "12", "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                           "--time-budget", "12", "--min-cases", "1", "--json"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
     took = time.monotonic() - t0
     assert done.returncode == 0, done.stdout + done.stderr
     suite = json.loads(done.stdout)["suites"][0]
     assert suite["stopped"].startswith("time budget of 12 s spent after"), suite["stopped"]
     assert 1 <= suite["calls"] < 1000 and len(suite["judged"]) == suite["calls"]
     assert took < 12 + 10, took  # one case past the budget at most, plus start and stop
-    progress = [line for line in done.stderr.splitlines() if re.match(r"ctxscore: fuzz port: \d+ of 1000 cases", line)]
+    progress = [line for line in done.stderr.splitlines() if re.match(r"ctxscore: port fuzz: \d+ of 1000 cases", line)]
     assert progress, done.stderr  # stderr is a pipe here: a line about every 10 s
+
+
+@pytest.mark.parametrize("command", [["fuzz"], ["gate"], ["fixtures", "check"]])
+def test_a_budget_that_cuts_a_run_short_fails_it_unless_a_floor_is_named(ctxscore_bin, port_command, tmp_path, command):
+    """Judging nothing is never a pass: a budget spent before the cases asked fails the run."""
+    correct = port_command("ctxscore.ports.numpy_port:scores")
+    args = [ctxscore_bin, *command, "--port", correct, "--time-budget", "0.5", "--json"]
+    args += [] if command[0] == "fixtures" else ["--cases", "100000", "--case-size", "small"]
+    done = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert not report["ok"] and any(s["status"] == "FAILED" and " it must judge" in s["summary"] for s in report["suites"]), report
+    assert all(s["failures"] == 0 for s in report["suites"]), report  # the kernel is right: the floor failed it

@@ -274,8 +274,8 @@ TEST(Materialize, PoisonsWhatNoWrittenElementReads) {
           RC_ASSERT(std::isnan(static_cast<float>(poisoned.q[static_cast<std::size_t>(t * c.q_token_stride + h * c.q_head_stride)])) ==
                     (scan == 0));
     }
-    test::count_class("a request reads no query row", idle_request);
-    test::count_class("a page no slot reads", std::count(read.begin(), read.end(), 0) > 0);
+    gen::count_class("a request reads no query row", idle_request);
+    gen::count_class("a page no slot reads", std::count(read.begin(), read.end(), 0) > 0);
     for (std::int64_t p = 0; p < c.pages; ++p)
       RC_ASSERT(std::isnan(static_cast<float>(poisoned.cache[static_cast<std::size_t>(p * kPageElems)])) == !read[static_cast<std::size_t>(p)]);
     // The same call with every poisoned value replaced.

@@ -22,6 +22,7 @@
 #include <random>
 
 #include "ctxscore/fixture.hpp"
+#include "ctxscore/harness/checks.hpp"
 #include "ctxscore/harness/compile_keys.hpp"
 #include "ctxscore/harness/data_dir.hpp"
 #include "ctxscore/harness/judge.hpp"
@@ -29,33 +30,22 @@
 #include "ctxscore/harness/port.hpp"
 #include "ctxscore/harness/run_control.hpp"
 #include "bench.hpp"
-#include "report.hpp"
 
 namespace ctxscore::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using harness::Backend;
+using harness::CheckOptions;
 using harness::JudgeStats;
+using harness::Report;
+using harness::Suite;
 using harness::OutMode;
 using harness::Verdict;
 using json = nlohmann::ordered_json;
-using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-enum ExitStatus { kPassed = 0, kFailed = 1, kBadInput = 2, kInterrupted = 3 };
-
-// Why a loop stops before its next case: a stop signal or the spent budget; empty to go on.
-std::string stop_reason(const harness::TimeBudget& budget, std::int64_t judged) {
-  if (const int sig = harness::stop_signal())
-    return std::string("interrupted by ") + (sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal") + " after " +
-           std::to_string(judged) + " judged";
-  if (budget.spent())
-    return "time budget of " + std::to_string(static_cast<long long>(budget.seconds())) + " s spent after " +
-           std::to_string(judged) + " judged";
-  return "";
-}
+enum ExitStatus { kPassed = 0, kFailed = 1, kBadInput = 2, kInterrupted = 3, kUnavailable = 4 };
 
 // ---- geometry -------------------------------------------------------------
 
@@ -131,244 +121,35 @@ int generate_command(const std::string& out, const std::string& cls, std::uint64
   return 0;
 }
 
-// ---- fixtures check ---------------------------------------------------------
-
-std::vector<fs::path> fixture_files(const std::vector<std::string>& inputs) {
-  std::vector<fs::path> files;
-  for (const std::string& in : inputs) {
-    if (fs::is_directory(in)) {
-      std::vector<fs::path> dir;
-      for (const auto& e : fs::directory_iterator(in))
-        if (e.path().extension() == ".safetensors") dir.push_back(e.path());
-      if (dir.empty()) throw CLI::ValidationError("PATH", in + " holds no .safetensors files");
-      std::sort(dir.begin(), dir.end());
-      files.insert(files.end(), dir.begin(), dir.end());
-    } else if (fs::exists(in)) {
-      files.emplace_back(in);
-    } else {
-      throw CLI::ValidationError("PATH", in + " does not exist");
-    }
-  }
-  return files;
+// A seed no earlier run chose: a run explores new cases, and prints the
+// seed that draws them again.
+std::uint64_t fresh_seed() {
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32 | rd()) % 1000000000000ull;
 }
 
-// Each fixture in each out mode of `modes`; a fixture that does not read is
-// an error of the fixture, told apart from a failing backend.
-Suite check_fixtures(const std::vector<fs::path>& files, Backend& b, const std::vector<OutMode>& modes, bool print,
-                     const harness::TimeBudget& budget, int repeat = 1, bool capture = false) {
-  Suite s;
-  s.name = "corpus";
-  s.backend = b.name();
-  s.toolchain = b.toolchain();
-  s.oracle = "the fixtures' expectations";
-  const auto t0 = Clock::now();
-  harness::Progress progress;
-  for (const fs::path& path : files) {
-    if (s.stopped = stop_reason(budget, static_cast<std::int64_t>(s.rows.size())); !s.stopped.empty()) break;
-    if (progress.due())
-      std::fprintf(stderr, "ctxscore: %s corpus: %zu calls judged, %lld failing, %.0f s\n", b.name().c_str(), s.rows.size(),
-                   static_cast<long long>(s.stats.failures), since(t0));
-    Fixture f;
-    try {
-      f = read_fixture(path.string());
-    } catch (const std::exception& e) {
-      s.add_error(path.filename().string(), std::string("malformed fixture: ") + e.what());
-      if (print) std::printf("%-8s %s\n", "BAD", harness::printable(e.what()).c_str());
-      continue;
-    }
-    for (OutMode m : modes) {
-      harness::JudgeOptions o;
-      o.out = m;
-      o.repeat = repeat;
-      o.capture = capture;
-      Verdict v;
-      try {
-        v = harness::run_and_judge(b, f, o);
-      } catch (const harness::Interrupted&) {
-        break;  // the next round names the signal
-      }
-      const std::string name = path.filename().string() + (m == OutMode::given ? "" : std::string(" out=") + harness::out_mode_name(m));
-      s.add(name, v, harness::with_replay_line(fs::absolute(path).string(), harness::replay_flags(b, o)));
-      if (print)
-        std::printf("%-8s %-60s written %7lld  worst ratio %.3g%s%s\n", v.ok() ? "ok" : "FAIL", harness::printable(name).c_str(),
-                    static_cast<long long>(v.report.written), v.report.worst_ratio, v.ok() ? "" : "\n         ",
-                    v.ok() ? "" : harness::printable(v.str()).c_str());
-    }
-  }
-  if (s.stopped.empty() && harness::stop_signal()) s.stopped = stop_reason(budget, static_cast<std::int64_t>(s.rows.size()));
-  s.seconds = since(t0);
-  return s;
+// This binary's absolute path: the replay lines it prints run as printed
+// whatever PATH holds.
+std::string own_path(const char* argv0) {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) return self.string();
+  return fs::absolute(argv0).string();
 }
 
-// ---- fuzz -------------------------------------------------------------------
+// ---- fixtures check, fuzz ----------------------------------------------------
 
 std::vector<OutMode> modes_named(const std::string& name) {
   if (name == "all") return {OutMode::given, OutMode::absent, OutMode::too_small};
   return {harness::out_mode_named(name)};
 }
 
-struct FuzzPlan {
-  std::int64_t cases = 100;
-  std::uint64_t seed = 1;
-  std::string out_mode = "mixed";  // given, absent, too_small, or mixed (drawn per case)
-  std::string size;                // small, large, m3, or "" for the backend's own
-  std::int64_t max_failures = 0;   // 0: no limit
-  int shrink_rounds = 50;
-  std::int64_t compile_keys = 0;   // 0: unlimited
-  std::int64_t shard_index = 0, shard_count = 1;  // case k runs where k % count == index
-  int repeat = 1;                  // calls per case, each after the first bitwise the first's
-};
-
-// A failing case made small: RapidCheck's shrinks of the generated case
-// (those inside the run's compile keys), the first that still fails taken
-// each round, until none does, the rounds run out, the budget is spent or a
-// stop signal arrives. Returns the smallest failing verdict.
-Verdict shrink(Backend& b, rc::Shrinkable<Case> failing, const harness::JudgeOptions& options, Verdict verdict, int rounds,
-               const harness::CaseSource& source, const harness::TimeBudget& budget) {
-  harness::JudgeOptions o = options;
-  o.write_failure = false;
+std::vector<fs::path> fixture_files(const std::vector<std::string>& inputs) {
   try {
-    for (int round = 0; round < rounds && !budget.spent(); ++round) {
-      rc::Seq<rc::Shrinkable<Case>> candidates = failing.shrinks();
-      bool smaller = false;
-      while (rc::Maybe<rc::Shrinkable<Case>> next = candidates.next()) {
-        if (!source.admits(next->value())) continue;
-        const Verdict v = harness::run_and_judge(b, next->value(), o);
-        if (v.ok()) continue;
-        failing = *next;
-        verdict = v;
-        smaller = true;
-        break;
-      }
-      if (!smaller) break;
-    }
-  } catch (const harness::Interrupted&) {
-    // keep the smallest failure found so far; the run loop names the signal
+    return harness::fixture_files(inputs);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError("PATH", e.what());
   }
-  return verdict;
-}
-
-// A named size (case_limits.hpp: the same cases as `fixtures generate
-// --class` of that name draws); "": the backend's own, forced chunkings
-// included where it takes them.
-gen::CaseLimits fuzz_limits(Backend& b, const std::string& size) {
-  return size.empty() ? b.fuzz_limits() : gen::named_limits(size);
-}
-
-Suite fuzz(Backend& b, const FuzzPlan& plan, bool print, const harness::TimeBudget& budget) {
-  Suite s;
-  s.name = "fuzz";
-  s.backend = b.name();
-  s.toolchain = b.toolchain();
-  s.oracle = harness::oracle_name(b.oracle());
-  const bool tty = print && isatty(fileno(stderr));
-  harness::Progress progress;
-  const harness::CaseSource source(fuzz_limits(b, plan.size), plan.seed, plan.compile_keys);
-  if (source.limited()) {
-    std::fprintf(stderr, "ctxscore: %zu compile keys drawn from seed %llu:\n", source.keys().size(),
-                 static_cast<unsigned long long>(plan.seed));
-    for (const harness::CompileKey& k : source.keys()) std::fprintf(stderr, "  %s\n", k.str().c_str());
-  }
-  const std::int64_t mine = (plan.cases - plan.shard_index + plan.shard_count - 1) / plan.shard_count;
-  const auto t0 = Clock::now();
-  for (std::int64_t k = plan.shard_index; k < plan.cases; k += plan.shard_count) {
-    if (s.stopped = stop_reason(budget, s.stats.cases); !s.stopped.empty()) break;
-    const std::uint64_t case_seed = plan.seed + static_cast<std::uint64_t>(k);
-    const rc::Shrinkable<Case> drawn = source.draw(case_seed);
-    harness::JudgeOptions o;
-    o.out = plan.out_mode == "mixed" ? gen::sample_out_mode(case_seed) : harness::out_mode_named(plan.out_mode);
-    o.write_failure = false;
-    o.repeat = plan.repeat;
-    Verdict v;
-    try {
-      v = harness::run_and_judge(b, drawn.value(), o);
-    } catch (const harness::Interrupted&) {
-      continue;  // not judged; the next round names the signal
-    }
-    if (!v.ok()) {
-      // The shrunk case is what is written and reported; the drawn one is the seed's.
-      v = shrink(b, drawn, o, v, plan.shrink_rounds, source, budget);
-      v.fixture = harness::write_failure_fixture(v.spec, harness::FailureRecord{b.name(), case_seed, o.out, true, b.toolchain()},
-                                                 harness::replay_flags(b, o));
-    }
-    s.add("seed " + std::to_string(case_seed), v, v.fixture);
-    if (!v.ok() && print) {
-      std::string again;
-      if (!source.limited())  // a keyed run's case depends on the run's seed and keys as well
-        again = "  drawn case again: ctxscore fuzz " + b.replay_flags() + " --cases 1 --seed " + std::to_string(case_seed) +
-                " --out-mode " + harness::out_mode_name(o.out) + (plan.size.empty() ? "" : " --case-size " + plan.size) +
-                (plan.repeat > 1 ? " --repeat " + std::to_string(plan.repeat) : "") + "\n";
-      std::fprintf(stderr, "%sFAIL case %lld, seed %llu\n  shrunk: %s\n  %s\n  fixture: %s\n%s", tty ? "\r" : "",
-                   static_cast<long long>(k), static_cast<unsigned long long>(case_seed), harness::printable(v.spec.str()).c_str(),
-                   harness::printable(v.str()).c_str(), v.fixture.c_str(), again.c_str());
-    }
-    if (tty && (s.stats.cases % 16 == 0 || k + plan.shard_count >= plan.cases))
-      std::fprintf(stderr, "\r[%lld/%lld] %s vs %s: %lld failures, worst ratio %.3g", static_cast<long long>(s.stats.cases),
-                   static_cast<long long>(mine), b.name().c_str(), harness::oracle_name(b.oracle()),
-                   static_cast<long long>(s.stats.failures), s.stats.worst_ratio);
-    else if (progress.due())  // on stderr with --json too: a CI log shows the run is alive
-      std::fprintf(stderr, "ctxscore: fuzz %s: %lld of %lld cases, %lld failing, %.0f s\n", b.name().c_str(),
-                   static_cast<long long>(s.stats.cases), static_cast<long long>(mine),
-                   static_cast<long long>(s.stats.failures), since(t0));
-    if (plan.max_failures > 0 && s.stats.failures >= plan.max_failures) break;
-  }
-  if (s.stopped.empty() && harness::stop_signal()) s.stopped = stop_reason(budget, s.stats.cases);
-  if (tty) std::fprintf(stderr, "\n");
-  s.seconds = since(t0);
-  return s;
-}
-
-// ---- a port's launch geometry -------------------------------------------------
-
-// A port that answers `geometry` against §6's formula: every point of a
-// small range (batch 1..48, G 1..96 blocks, world 1..5, H·QL 1..20), then
-// random points up to 2^20 requests and blocks.
-Suite fuzz_port_geometry(Backend& b, std::int64_t random_points, std::uint64_t seed) {
-  Suite s;
-  s.name = "geometry";
-  s.backend = b.name();
-  s.toolchain = b.toolchain();
-  s.oracle = "CONTRACT.md section 6";
-  harness::PortBackendApi* port = harness::as_port(b);
-  const auto t0 = Clock::now();
-  const auto judge_point = [&](std::int64_t batch, std::int64_t bound, std::int64_t world, std::int64_t heads,
-                               std::int64_t ql) {
-    const Geometry want = launch_geometry(batch, bound, world, heads, ql);
-    std::string row = "B=" + std::to_string(batch) + " S=" + std::to_string(bound) + " world=" + std::to_string(world) +
-                      " H=" + std::to_string(heads) + " QL=" + std::to_string(ql);
-    harness::Verdict v;
-    v.backend = b.name();
-    v.oracle = s.oracle;
-    try {
-      const harness::PortGeometry got = port->geometry(batch, bound, world, heads, ql);
-      if (got.chunk_count != want.chunks || got.chunk != want.chunk || got.grid_x != want.grid_x || got.grid_y != want.grid_y)
-        v.error = "launches chunk count " + std::to_string(got.chunk_count) + ", CHUNK " + std::to_string(got.chunk) +
-                  ", grid " + std::to_string(got.grid_x) + "x" + std::to_string(got.grid_y) + "; the contract gives " +
-                  std::to_string(want.chunks) + ", " + std::to_string(want.chunk) + ", " + std::to_string(want.grid_x) +
-                  "x" + std::to_string(want.grid_y);
-    } catch (const std::exception& e) {
-      v.error = e.what();
-    }
-    s.add(row, v, "");
-    return v.ok();
-  };
-  int shown = 0;
-  for (std::int64_t batch = 1; batch <= 48; ++batch)
-    for (std::int64_t g = 1; g <= 96; g += (g < 16 ? 1 : 5))
-      for (std::int64_t world = 1; world <= 5; ++world)
-        if (!judge_point(batch, g * 128 - (batch % 3 == 0 ? 5 : 0), world, 1 + batch % 5, 1 + g % 4) && shown++ < 3)
-          std::fprintf(stderr, "geometry: %s\n", s.rows.back().message.c_str());
-  std::mt19937_64 rng(seed);
-  for (std::int64_t k = 0; k < random_points; ++k) {
-    const std::int64_t batch = 1 + static_cast<std::int64_t>(rng() % (1u << 20));
-    const std::int64_t bound = 1 + static_cast<std::int64_t>(rng() % (std::uint64_t{1} << 27));
-    const std::int64_t world = 1 + static_cast<std::int64_t>(rng() % 16);
-    if (!judge_point(batch, bound, world, 1 + static_cast<std::int64_t>(rng() % 16), 1 + static_cast<std::int64_t>(rng() % 8)) &&
-        shown++ < 3)
-      std::fprintf(stderr, "geometry: %s\n", s.rows.back().message.c_str());
-  }
-  s.seconds = since(t0);
-  return s;
 }
 
 // ---- verify -----------------------------------------------------------------
@@ -389,6 +170,7 @@ struct VerifyPlan {
   std::uint64_t seed = 1;
   std::int64_t compile_keys = 0;
   std::vector<std::string> required;  // backends whose absence fails the run
+  std::int64_t min_cases = -1;        // -1: every case asked
 };
 
 int verify_command(const VerifyPlan& plan, Report& report, bool print, const harness::TimeBudget& budget) {
@@ -405,15 +187,23 @@ int verify_command(const VerifyPlan& plan, Report& report, bool print, const har
       continue;
     }
     const std::unique_ptr<Backend> b = e.make(plan.port);
-    FuzzPlan fp;
-    fp.cases = e.name == "hip" ? plan.hip_cases : e.name == "port" ? plan.port_cases : plan.reference_cases;
-    fp.seed = plan.seed;
-    fp.size = plan.case_size;
-    fp.compile_keys = plan.compile_keys;
-    report.suites.push_back(check_fixtures(files, *b, modes_named("all"), false, budget));
-    report.suites.push_back(fuzz(*b, fp, print, budget));
+    CheckOptions fo;
+    fo.campaign.cases = e.name == "hip" ? plan.hip_cases : e.name == "port" ? plan.port_cases : plan.reference_cases;
+    fo.campaign.seed = plan.seed;
+    fo.campaign.max_failures = 0;
+    fo.campaign.min_cases = plan.min_cases;
+    fo.campaign.print = print;
+    fo.campaign.budget = &budget;
+    fo.size = plan.case_size;
+    fo.compile_keys = plan.compile_keys;
+    harness::CorpusOptions co;
+    co.modes = modes_named("all");
+    co.budget = &budget;
+    if (plan.min_cases >= 0) co.min_cases = std::min<std::int64_t>(plan.min_cases, static_cast<std::int64_t>(3 * files.size()));
+    report.suites.push_back(harness::check_corpus(*b, files, co));
+    if (fo.campaign.cases > 0) report.suites.push_back(harness::check_fuzz(*b, fo));
     if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry") && !harness::stop_signal())
-      report.suites.push_back(fuzz_port_geometry(*b, 2000, plan.seed));
+      report.suites.push_back(harness::check_geometry(*b, 2000, plan.seed));
   }
   return report.ok() ? kPassed : kFailed;
 }
@@ -522,7 +312,10 @@ int main(int argc, char** argv) {
   namespace harness = ctxscore::harness;
   CLI::App app{"ctxscore: launch geometry, named cases, fixtures, fuzzing and verification of the context-parallel block scoring"};
   app.require_subcommand(1);
-  app.footer("Exit status: 0 passed, 1 a backend failed, 2 bad usage or bad input, 3 interrupted (SIGINT/SIGTERM).");
+  app.footer("Exit status: 0 passed, 1 a backend or check failed (a check that judged fewer cases than its floor included), "
+             "2 bad usage or bad input, 3 interrupted (SIGINT/SIGTERM), 4 the environment lacks what the backend needs "
+             "(a device the port cannot open): nothing was judged.");
+  harness::set_replay_program(own_path(argv[0]));
   app.set_version_flag("--version", [] {
     std::string corpus;
     try {
@@ -579,22 +372,44 @@ int main(int argc, char** argv) {
                       "score each fixture through a graph recorded on a dummy batch of its shapes at its bound, "
                       "then replayed with the fixture's contents (out given)");
 
-  FuzzPlan fuzz_plan;
-  std::string shard = "1/1";
+  CheckOptions drawn;  // fuzz's and the gate's drawn checks
+  drawn.campaign.cases = 100;
+  std::string shard = "1/1", seed_text, gate_mode = "mixed";
+  std::int64_t min_cases = -1;
   double time_budget = 0;
+  const auto add_drawn = [&](CLI::App* cmd) {
+    cmd->add_option("--cases", drawn.campaign.cases, "how many cases")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+    cmd->add_option("--seed", seed_text, "the run's seed: case k is drawn from a hash of (seed, check, k) (default: a fresh one, printed)")->check(kSeed);
+    cmd->add_option("--max-failures", drawn.campaign.max_failures, "stop a check after this many failing cases, each shrunk (0: judge every case)")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
+    cmd->add_option("--min-cases", min_cases, "a check that judged fewer cases than this fails (default: every case asked)")
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
+    cmd->add_option("--case-size", drawn.size, "small (the CPU suite's sizes, for slow ports), large (the GPU suite's) or m3 (M3's shapes at the GPU suite's sizes); default: the backend's")
+        ->check(CLI::IsMember(ctxscore::gen::limit_names()));
+    cmd->add_option("--compile-keys", drawn.compile_keys,
+                    "draw every case from at most this many compile keys (H, QL, world, rank, CHUNK, N, sm_scale), so a "
+                    "kernel that specializes on them compiles a few times, not once per case; shrinking leaves them; 0: unlimited")
+        ->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
+    cmd->add_option("--shard", shard, "K/N: run only the cases k with k % N == K-1, so N jobs split one campaign")->capture_default_str();
+    cmd->add_option("--only-case", drawn.campaign.only_case, "judge case K of the run alone (a failure's drawn case again)")
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
+  };
   auto* fuzz_cmd = app.add_subcommand("fuzz", "Random cases against the backend's oracle; failing cases become fixtures");
   add_backend(fuzz_cmd, fuzz_mode, "given, absent, too_small, or mixed (drawn per case: given in 3 of 5)");
-  fuzz_cmd->add_option("--cases", fuzz_plan.cases, "how many cases")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
-  fuzz_cmd->add_option("--seed", fuzz_plan.seed, "case k uses seed + k")->capture_default_str()->check(kSeed);
-  fuzz_cmd->add_option("--max-failures", fuzz_plan.max_failures, "stop after this many failing cases (0: run them all)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  fuzz_cmd->add_option("--case-size", fuzz_plan.size, "small (the CPU suite's sizes, for slow ports), large (the GPU suite's) or m3 (M3's shapes at the GPU suite's sizes); default: the backend's")
-      ->check(CLI::IsMember(ctxscore::gen::limit_names()));
-  fuzz_cmd->add_option("--compile-keys", fuzz_plan.compile_keys,
-                       "draw every case from at most this many compile keys (H, QL, world, rank, CHUNK, N, sm_scale), so a "
-                       "kernel that specializes on them compiles a few times, not once per case; 0: unlimited")
-      ->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
-  fuzz_cmd->add_option("--shard", shard, "K/N: run only the cases k with k % N == K-1, so N jobs split one campaign")->capture_default_str();
+  add_drawn(fuzz_cmd);
+
+  std::vector<std::string> gate_checks, gate_required, gate_corpus;
+  std::int64_t geometry_points = 1000;
+  bool list_checks = false;
+  auto* gate_cmd = app.add_subcommand("gate", "Every check the harness knows against one backend or port: one verdict per check");
+  add_backend(gate_cmd, gate_mode, "given, absent, too_small, or mixed (fuzz's; the other checks choose their own)");
+  add_drawn(gate_cmd);
+  gate_cmd->add_option("--check", gate_checks, "run this check (repeatable; default: every check, `--list` names them)");
+  gate_cmd->add_option("--require", gate_required, "a check that must run here: \"not run\" fails it (repeatable)");
+  gate_cmd->add_option("--corpus", gate_corpus, "fixture files or folders for the corpus checks (default: the corpus installed with this binary)");
+  gate_cmd->add_option("--geometry-points", geometry_points, "random points of the geometry check")->capture_default_str()
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));
+  gate_cmd->add_flag("--list", list_checks, "list the checks and what each catches, then exit");
 
   VerifyPlan plan;
   auto* verify_cmd = app.add_subcommand("verify", "Every backend present over the corpus (every out mode) plus a fuzz budget; a summary table");
@@ -608,11 +423,13 @@ int main(int argc, char** argv) {
   verify_cmd->add_option("--compile-keys", plan.compile_keys, "as for fuzz")->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
   verify_cmd->add_option("--require", plan.required, "a backend that must run here: its absence fails verify (repeatable; CTXSCORE_REQUIRE_GPU=1 requires hip)")
       ->check(CLI::IsMember({"reference", "hip", "port"}));
+  verify_cmd->add_option("--min-cases", plan.min_cases, "a suite that judged fewer cases than this fails (default: every case asked)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_flag("--json", as_json, "print JSON");
   verify_cmd->add_option("--junit", junit, "also write a JUnit XML report here");
 
   double port_timeout = 0, port_startup_timeout = 0;
-  for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd}) {
+  for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd, gate_cmd}) {
     cmd->add_option("--port-timeout", port_timeout, "seconds a port may take per request (default $CTXSCORE_PORT_TIMEOUT, else 60)")
         ->check(kPositiveSeconds);
     cmd->add_option("--port-startup-timeout", port_startup_timeout,
@@ -620,9 +437,12 @@ int main(int argc, char** argv) {
         ->check(kPositiveSeconds);
     cmd->add_option("--failures", failures, "where failing cases are written (default $CTXSCORE_FAILURE_DIR, else ./ctxscore-failures)");
   }
-  for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd})
+  check_cmd->add_option("--min-cases", min_cases, "fewer calls judged than this fails (default: every fixture in every mode)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
+  for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd, gate_cmd})
     cmd->add_option("--time-budget", time_budget,
-                    "seconds: no new case or fixture starts once they are spent; the report says how many ran (default: none)")
+                    "seconds: no new case or fixture starts once they are spent (the gate shares them among its checks); a check that "
+                    "judged fewer cases than --min-cases still fails (default: none)")
         ->check(kPositiveSeconds);
 
   BenchPlan bench_plan;
@@ -669,7 +489,13 @@ int main(int argc, char** argv) {
           throw CLI::ValidationError("--port", "an empty command line (an unset variable?); expected the port's command");
       return bench_command(bench_plan, as_json);
     }
-    std::tie(fuzz_plan.shard_index, fuzz_plan.shard_count) = parse_shard(shard);
+    if (*gate_cmd && list_checks) {
+      for (const std::string& n : harness::check_names()) std::printf("%-17s %s\n", n.c_str(), harness::check_claim(n).c_str());
+      return kPassed;
+    }
+    std::tie(drawn.campaign.shard_index, drawn.campaign.shard_count) = parse_shard(shard);
+    drawn.campaign.seed = seed_text.empty() ? fresh_seed() : std::stoull(seed_text);
+    drawn.campaign.min_cases = min_cases;
     harness::install_stop_signals();
     const harness::TimeBudget budget(time_budget);
     Report report;
@@ -684,21 +510,51 @@ int main(int argc, char** argv) {
       if (paths.empty()) paths.push_back(default_corpus());
       const std::vector<fs::path> files = fixture_files(paths);
       const auto b = harness::make_backend(backend, port);
-      report.suites.push_back(check_fixtures(files, *b, modes_named(check_mode), !as_json, budget, repeat, capture));
-    } else if (*fuzz_cmd) {
-      if (fuzz_mode != "mixed") harness::out_mode_named(fuzz_mode);
-      fuzz_plan.out_mode = fuzz_mode;
-      fuzz_plan.repeat = repeat;
+      harness::CorpusOptions co;
+      co.modes = modes_named(check_mode);
+      co.repeat = repeat;
+      co.capture = capture;
+      co.print = !as_json;
+      co.budget = &budget;
+      co.min_cases = min_cases;
+      report.suites.push_back(harness::check_corpus(*b, files, co));
+    } else if (*fuzz_cmd || *gate_cmd) {
+      const std::string& mode = *fuzz_cmd ? fuzz_mode : gate_mode;
+      if (mode != "mixed") harness::out_mode_named(mode);
+      drawn.out_mode = mode;
+      // The gate makes every fuzz call twice unless told otherwise: a kernel that is not repeatable fails there too.
+      drawn.repeat = *gate_cmd && gate_cmd->get_option("--repeat")->count() == 0 ? 2 : repeat;
+      drawn.campaign.budget = &budget;
       const auto b = harness::make_backend(backend, port);
-      report.suites.push_back(fuzz(*b, fuzz_plan, !as_json, budget));
-      if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry") && !harness::stop_signal())
-        report.suites.push_back(fuzz_port_geometry(*b, std::max<std::int64_t>(fuzz_plan.cases, 1000), fuzz_plan.seed));
+      drawn.campaign.redraw = harness::shell_quoted(harness::replay_program()) + " gate " + b->replay_flags() +
+                              (drawn.size.empty() ? "" : " --case-size " + drawn.size) +
+                              (drawn.compile_keys > 0 ? " --compile-keys " + std::to_string(drawn.compile_keys) : "") +
+                              (mode != "mixed" ? " --out-mode " + mode : "") + " --repeat " + std::to_string(drawn.repeat);
+      if (*fuzz_cmd) {
+        report.suites.push_back(harness::check_fuzz(*b, drawn));
+        if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry") && !harness::stop_signal())
+          report.suites.push_back(harness::check_geometry(*b, std::max<std::int64_t>(drawn.campaign.cases, 1000), drawn.campaign.seed));
+      } else {
+        harness::GatePlan gp;
+        gp.checks = gate_checks;
+        gp.required = gate_required;
+        gp.drawn = drawn;
+        gp.drawn.campaign.budget = nullptr;  // the gate shares the budget among its checks
+        gp.time_budget = time_budget;
+        gp.geometry_points = geometry_points;
+        gp.corpus = fixture_files(gate_corpus.empty() ? std::vector<std::string>{default_corpus()} : gate_corpus);
+        try {
+          report = harness::run_gate(*b, gp);
+        } catch (const std::invalid_argument& e) {
+          throw CLI::ValidationError("--check", e.what());
+        }
+      }
     } else if (*verify_cmd) {
       if (const char* v = std::getenv("CTXSCORE_REQUIRE_GPU"); v && *v && std::string(v) != "0") plan.required.push_back("hip");
       rc = verify_command(plan, report, !as_json, budget);
     }
     report.interrupted_by = harness::stop_signal();
-    if (!junit.empty()) write_junit(report, junit);
+    if (!junit.empty()) harness::write_junit(report, junit, gate_cmd->parsed());
     if (as_json) std::cout << report.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else std::cout << report.table();
     std::cout.flush();
@@ -713,6 +569,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::Error& e) {
     app.exit(e);
     return kBadInput;
+  } catch (const harness::Unavailable& e) {
+    std::fprintf(stderr, "ctxscore: environment: %s\nctxscore: nothing was judged; this is no verdict on the implementation\n",
+                 harness::printable(e.what).c_str());
+    return kUnavailable;
   } catch (const harness::Interrupted&) {
     std::fprintf(stderr, "ctxscore: interrupted before any report\n");
     return kInterrupted;

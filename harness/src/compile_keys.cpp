@@ -67,10 +67,10 @@ CaseSource::CaseSource(const gen::CaseLimits& lim, std::uint64_t run_seed, std::
   }
 }
 
-rc::Shrinkable<Case> CaseSource::draw(std::uint64_t case_seed) const {
-  if (keys_.empty()) return gen::genCase(lim_)(rc::Random(case_seed), 100);
+rc::Shrinkable<Case> CaseSource::draw(std::uint64_t case_seed, int size) const {
+  if (keys_.empty()) return gen::genCase(lim_)(rc::Random(case_seed), size);
   const std::size_t j = static_cast<std::size_t>(mix(case_seed) % keys_.size());
-  return genWithinKey(prototypes_[j], lim_)(rc::Random(mix(case_seed ^ 0x5EEDull)), 100);
+  return genWithinKey(prototypes_[j], lim_)(rc::Random(mix(case_seed ^ 0x5EEDull)), size);
 }
 
 bool CaseSource::admits(const Case& c) const {

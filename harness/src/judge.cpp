@@ -1,6 +1,7 @@
 #include "ctxscore/harness/judge.hpp"
 
 #include "ctxscore/bits.hpp"
+#include "ctxscore/contract.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -169,6 +170,28 @@ std::string Verdict::str() const {
   return s.str();
 }
 
+std::string explain_first_mismatch(const Verdict& v) {
+  if (!v.report.first) return "";
+  const Coordinates& at = v.report.first->at;
+  const Case& c = v.spec;
+  if (at.request < 0 || at.request >= c.batch() || at.token < 0 || at.block < 0) return "";
+  const std::int64_t len = c.seq_lens[static_cast<std::size_t>(at.request)];
+  const std::int64_t cutoff = causal_cutoff(len, c.query_len, at.token);
+  const std::int64_t first = at.block * kBlockTokens, seen = qualifying_prefix(at.block, cutoff);
+  std::ostringstream o;
+  o << "request " << at.request << ": length " << len << ", QL " << c.query_len << "; token " << at.token << " (head "
+    << at.head << ") sees positions < " << cutoff << " (cutoff = length - QL + token + 1); slot " << at.slot
+    << " is block " << at.block << " (positions " << first << ".." << first + kBlockTokens - 1 << "), of which "
+    << (seen > 0 ? "positions " + std::to_string(first) + ".." + std::to_string(first + seen - 1) + " qualify"
+                 : std::string("none qualifies, so the slot must be -inf"));
+  if (at.block < c.table_width) {
+    const std::int64_t id = c.table_entry(at.request, at.block);
+    o << "; the table names page " << id;
+    if (id < 0 || id >= c.pages) o << ", out of range, read as page " << clamp_page(id, c.pages) << " of " << c.pages;
+  }
+  return o.str();
+}
+
 namespace {
 
 Verdict judged(Backend& backend, HostCase& host, const JudgeOptions& options, std::vector<float>* scores) {
@@ -230,8 +253,20 @@ Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& op
   return v;
 }
 
+namespace {
+
+std::string& replay_program_setting() {
+  static std::string program = "ctxscore";
+  return program;
+}
+
+}  // namespace
+
+void set_replay_program(const std::string& program) { replay_program_setting() = program; }
+const std::string& replay_program() { return replay_program_setting(); }
+
 std::string with_replay_line(const std::string& path, const std::string& backend_flags) {
-  return path + " (replay: ctxscore fixtures check " + shell_quoted(path) + " " + backend_flags + ")";
+  return path + " (replay: " + shell_quoted(replay_program()) + " fixtures check " + shell_quoted(path) + " " + backend_flags + ")";
 }
 
 std::string failure_dir() {

@@ -224,6 +224,9 @@ class Child {
     return body;
   }
 
+  // Whether the child has ended with exit status `code`.
+  bool exited_with(int code) { return reaped() && WIFEXITED(status_) && WEXITSTATUS(status_) == code; }
+
   // How the child ended, or that it runs; and the end of what it wrote to stderr.
   std::string state() {
     std::string s = reaped() ? describe(status_) : "still running";
@@ -542,7 +545,9 @@ class PortBackend : public Backend, public PortBackendApi {
       child_.reset();
       throw BackendError("port " + shell_quoted(command_) + " sent a hello that is no safetensors document: " + e.what() + "; " + state);
     } catch (const BackendError& e) {
+      const bool unavailable = child_->exited_with(kDeviceUnavailableExit);
       child_.reset();
+      if (unavailable) throw Unavailable{std::string("port ") + shell_quoted(command_) + " cannot open its device: " + e.what()};
       throw BackendError(std::string("port ") + shell_quoted(command_) + " did not start: " + e.what());
     }
   }

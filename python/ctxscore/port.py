@@ -324,6 +324,27 @@ class Worker:
             write_frame(stdout, safetensors.encode(tensors, meta))
 
 
+# The exit status before hello that says the device cannot be opened (EX_UNAVAILABLE).
+DEVICE_UNAVAILABLE = 69
+
+
+def device_problem(kind, device):
+    """Why tensors of `kind` cannot live on `device` here; None when they can."""
+    if device == "cpu":
+        return None
+    if kind != "torch":
+        return f"numpy tensors live on the host; {device} needs --tensors torch"
+    if not torch_available():
+        return "torch is not importable"
+    import torch
+
+    try:
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError, ValueError) as e:
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else 'no message'}"
+    return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m ctxscore.port", description=__doc__.split("\n\n")[0])
     ap.add_argument("function", help="module:function with upstream's signature")
@@ -334,7 +355,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     fn = load(args.function, "function")
     geometry = load(args.geometry, "--geometry") if args.geometry else None
-    buffers = Buffers(args.tensors or ("torch" if torch_available() else "numpy"), args.device)
+    kind = args.tensors or ("torch" if torch_available() else "numpy")
+    if problem := device_problem(kind, args.device):
+        # Before hello: the harness reports an error of the environment, not of the kernel (PROTOCOL.md).
+        print(f"python3 -m ctxscore.port: cannot open device {args.device!r}: {problem}", file=sys.stderr)
+        return DEVICE_UNAVAILABLE
+    buffers = Buffers(kind, args.device)
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr  # whatever the function prints must not reach the protocol
     try:

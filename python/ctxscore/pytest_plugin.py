@@ -1,17 +1,28 @@
-"""Gate a kernel from its own test suite: one test runs the ctxscore harness
-against the kernel through the port protocol (random cases with shrinking,
-half with out=None, drawn from a few compile keys so a JIT kernel compiles
-a few times; the launch geometry when given; then the corpus) and fails
-with the shrunk case, its fixture's absolute path and its replay line.
+"""Gate a kernel from its own test suite: one call runs every check the
+ctxscore harness knows (`ctxscore gate`) against the kernel through the port
+protocol, and fails the calling test naming each check that failed, with
+its shrunk case, its fixture's absolute path, the replay line and an
+in-process replay for a debugger.
 
     from ctxscore.pytest_plugin import gate
 
     def test_indexer_context_scores():
         gate("my_kernels.indexer:indexer_context_scores", device="cuda")
 
+Or one pytest item per check, so that "repeatability FAILED" shows in the
+test list:
+
+    import pytest
+    from ctxscore.pytest_plugin import CHECKS, gate
+
+    @pytest.mark.parametrize("check", CHECKS)
+    def test_indexer_context_scores(check):
+        gate("my_kernels.indexer:indexer_context_scores", device="cuda", checks=[check])
+
 The harness binary is the one bundled with this package; `ctxscore=` or
 $CTXSCORE_BIN overrides it, and `ctxscore` on PATH is the last resort.
-Failing cases are written to `failures=`, else $CTXSCORE_FAILURE_DIR, else
+Failing cases are written to `failures=`, else $CTXSCORE_FAILURE_DIR (keep
+that folder as a CI artifact: pytest deletes old tmp_path folders), else
 the test's own temporary directory (tmp_path) when this module is loaded
 as a pytest plugin (it is, once the package is installed), else a fresh
 temporary directory: never into the caller's working tree. Installed as a
@@ -25,13 +36,21 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
 
 from .cli import binary as bundled_binary
 
+# The checks, in the order the gate runs them (`ctxscore gate --list` says what each catches).
+CHECKS = ("fuzz", "repeatability", "batch_invariance", "shard_columns", "selection", "capture", "corpus",
+          "corpus_capture", "geometry", "large_offsets")
+
 _current_request = None
+
+
+class EnvironmentProblem(RuntimeError):
+    """The machine lacks what the kernel needs (a device the port cannot
+    open): nothing was judged, and this is no verdict on the kernel."""
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +67,7 @@ def _harness(chosen):
     if not found:
         raise RuntimeError("no ctxscore binary: this install has none bundled (it was built without CMake or a "
                            "compiler); set CTXSCORE_BIN or pass ctxscore=")
-    return found
+    return os.path.abspath(found) if os.path.exists(found) else found
 
 
 def _failure_dir(failures):
@@ -72,51 +91,81 @@ def _port_command(function, device, tensors, geometry):
     return " ".join(shlex.quote(c) for c in cmd)
 
 
-def _failures(report):
+def _in_process_replay(fixture, function, device, tensors):
+    cmd = [sys.executable, "-m", "ctxscore.check", fixture, "--impl", function, "--device", device]
+    if tensors:
+        cmd += ["--tensors", tensors]
+    return " ".join(shlex.quote(c) for c in cmd)
+
+
+def _failures(report, function, device, tensors):
     lines = []
-    for suite in report.get("suites", []):
-        if suite.get("stopped"):
-            lines.append(f"{suite['backend']} {suite['suite']}: stopped early: {suite['stopped']}")
-        for row in suite.get("failing", [])[:3]:
-            lines.append(f"{suite['backend']} {suite['suite']}: {row['name']}: {row['message']}")
+    failed = [s for s in report.get("suites", []) if not s.get("ok")]
+    lines.append("failed: " + ", ".join(s["suite"] for s in failed))
+    for suite in failed:
+        lines.append(f"\n{suite['suite']} FAILED: {suite.get('summary', '')}")
+        for row in suite.get("failing", [])[:2]:
+            lines.append(f"  {row['name']}: {row['message']}")
             if row.get("case"):
                 lines.append(f"  case: {row['case']}")
-            if row.get("where"):
-                lines.append(f"  fixture: {row['where']}")
+            where = row.get("where") or ""
+            if where:
+                lines.append(f"  fixture: {where}")
+                fixture = where.split(" (replay: ")[0]
+                if fixture.endswith(".safetensors") and os.path.isabs(fixture):
+                    lines.append(f"  in process: {_in_process_replay(fixture, function, device, tensors)}")
+    lines.append("\nthe mismatch kinds and how to replay a failure: the ctxscore README, \"Reading a failure\"")
     return "\n".join(lines)
 
 
-def gate(function, *, cases=200, device="cpu", tensors=None, geometry=None, case_size=None, corpus=None, seed=1,
-         timeout=60, compile_keys=8, time_budget=None, failures=None, ctxscore=None):
-    """Runs the harness against `function` ("module:function", upstream's
-    signature); fails the calling test with the shrunk case on any failure.
+def gate(function, *, checks=None, require=None, cases=200, device="cpu", tensors=None, geometry=None, case_size=None,
+         corpus=None, seed=None, min_cases=None, max_failures=1, timeout=60, compile_keys=8, time_budget=None,
+         failures=None, ctxscore=None):
+    """Runs every check of the harness (or `checks`) against `function`
+    ("module:function", upstream's signature) and fails the calling test
+    naming each check that failed. Returns the report (a dict) on a pass.
 
-    compile_keys: the fuzz cases come from at most this many (H, QL, world,
+    cases: fuzz's cases; the other drawn checks take a share of them.
+    case_size: small (default on the CPU), large (default elsewhere) or m3.
+    seed: pins the cases; by default each run draws new ones and prints its seed.
+    min_cases: a check that judged fewer cases fails (default: every case
+    asked, so a time budget can cut a run short but never pass it on nothing).
+    compile_keys: the drawn cases come from at most this many (H, QL, world,
     rank, CHUNK, N, sm_scale) sets, so a kernel that specializes on them
-    compiles a few times (0: unlimited). time_budget: seconds for the whole
-    gate; no new case starts once they are spent, and the cases judged by
-    then decide. failures: where failing cases are written."""
+    compiles a few times (0: unlimited); shrinking leaves them.
+    time_budget: seconds for the whole gate, shared among the checks.
+    require: checks for which "not run" (capture on a CPU port, say) fails.
+    Raises EnvironmentProblem when the port cannot open `device`."""
     binary = _harness(ctxscore)
     port = _port_command(function, device, tensors, geometry)
     env = dict(os.environ, CTXSCORE_FAILURE_DIR=_failure_dir(failures))
-    common = ["--port", port, "--port-timeout", str(timeout), "--json"]
-    runs = [[binary, "fuzz", "--cases", str(cases), "--seed", str(seed), "--compile-keys", str(compile_keys)]
-            + (["--case-size", case_size] if case_size else []) + common,
-            [binary, "fixtures", "check"] + ([os.path.abspath(corpus)] if corpus else []) + ["--out-mode", "all"] + common]
-    deadline = time.monotonic() + time_budget if time_budget else None
-    for cmd in runs:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            cmd = cmd + ["--time-budget", f"{left:.3f}"]
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        try:
-            report = json.loads(done.stdout)
-        except ValueError:
-            raise RuntimeError(f"ctxscore did not report (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
-        if not report.get("ok"):
-            pytest.fail(f"ctxscore gate failed for {function}:\n{_failures(report)}", pytrace=False)
+    if case_size is None and device == "cpu":
+        case_size = "small"
+    cmd = [binary, "gate", "--port", port, "--port-timeout", str(timeout), "--json", "--cases", str(cases),
+           "--compile-keys", str(compile_keys), "--max-failures", str(max_failures)]
+    cmd += ["--case-size", case_size] if case_size else []
+    cmd += ["--seed", str(seed)] if seed is not None else []
+    cmd += ["--min-cases", str(min_cases)] if min_cases is not None else []
+    cmd += ["--time-budget", str(time_budget)] if time_budget else []
+    cmd += ["--corpus", os.path.abspath(corpus)] if corpus else []
+    for name in checks or ():
+        cmd += ["--check", name]
+    for name in require or ():
+        cmd += ["--require", name]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode == 4:
+        raise EnvironmentProblem(f"ctxscore gate could not run {function} on {device}: {done.stderr.strip()[-2000:]}")
+    if done.returncode == 2:
+        raise ValueError(f"ctxscore gate refused the call (exit 2): {done.stderr.strip()[-2000:]}")
+    try:
+        report = json.loads(done.stdout)
+    except ValueError:
+        raise RuntimeError(f"ctxscore did not report (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    for suite in report.get("suites", []):
+        print(f"ctxscore {suite.get('summary', suite['suite'])}")
+    if not report.get("ok") or done.returncode != 0:
+        pytest.fail(f"ctxscore gate failed for {function}:\n{_failures(report, function, device, tensors)}", pytrace=False)
+    return report
 
 
 @pytest.fixture

@@ -10,8 +10,12 @@ call (as atomics do; the n-th call on the same inputs takes the n-th order,
 so a replay of a saved case sees what the run that saved it saw),
 `sum_order_follows_batch` in an order that follows the batch
 size, `masks_by_arithmetic` reads page 0 for a block no position of which
-qualifies and masks it with arithmetic, and `negative_length_as_huge` reads
-a length as unsigned 32 bits."""
+qualifies and masks it with arithmetic, `negative_length_as_huge` reads
+a length as unsigned 32 bits, and `rank_sums_in_another_order` sums in fp32
+at every rank but 0, so a rank's columns are not bitwise the world-1
+columns of their blocks (§9). `page_offset_32_bit` forms a page's element
+offset, page × 16384, in 32 bits: right until the cache passes 2^31
+elements."""
 import collections
 import hashlib
 
@@ -21,7 +25,8 @@ LOG2E_LITERAL = 1.4426950409  # the literal SCALE is formed with
 
 
 def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale, out,
-            cutoff_slack=0, sum_order=None, mask_by_arithmetic=False, length_bits=None):
+            cutoff_slack=0, sum_order=None, mask_by_arithmetic=False, length_bits=None, rank_sum_order=None,
+            offset_bits=None):
     T, H, _ = idx_q.shape
     P = index_cache.shape[0]
     G = -(-max_seq_len // 128)
@@ -30,6 +35,8 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
             and out.dtype == np.float32)
     target = out[:, :T, :L] if fits else np.empty((H, T, L), np.float32)
     scale = np.float64(np.float32(sm_scale * LOG2E_LITERAL))
+    if rank_sum_order is not None and rank > 0:
+        sum_order = rank_sum_order
     for i, length in enumerate(int(x) for x in seq_lens):
         if length_bits is not None:
             length &= (1 << length_bits) - 1
@@ -37,7 +44,10 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
         scan = min(L, -(-max(reach - rank, 0) // world_size))
         for j in range(scan):
             b = j * world_size + rank
-            page = index_cache[min(max(int(block_table[i, b]), 0), P - 1)].astype(np.float64)
+            page_id = min(max(int(block_table[i, b]), 0), P - 1)
+            if offset_bits is not None:  # the element offset wraps in 32 bits; the page it lands in is read
+                page_id = int((np.array([page_id], np.int32) * np.int32(128 * 128))[0]) % (P * 128 * 128) // (128 * 128)
+            page = index_cache[page_id].astype(np.float64)
             for t in range(max_query_len):
                 row = i * max_query_len + t
                 n = min(max(length - max_query_len + t + 1 + cutoff_slack - b * 128, 0), 128)
@@ -49,7 +59,7 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
                     target[:, row, j] = -np.inf
                     continue
                 if sum_order is not None:  # fp32 products (exact), summed in fp32 in the given order
-                    products = idx_q[row][:, None, sum_order] * index_cache[min(max(int(block_table[i, b]), 0), P - 1)][None, :n, sum_order]
+                    products = idx_q[row][:, None, sum_order] * index_cache[page_id][None, :n, sum_order]
                     sums = np.cumsum(products, axis=2, dtype=np.float32)[:, :, -1]
                     target[:, row, j] = (np.float32(scale) * sums).max(axis=1)
                     continue
@@ -111,3 +121,15 @@ def negative_length_as_huge(idx_q, index_cache, block_table, seq_lens, max_seq_l
                             sm_scale, out=None):
     return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
                    out, length_bits=32)
+
+
+def rank_sums_in_another_order(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                               sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, rank_sum_order=np.arange(127, -1, -1))
+
+
+def page_offset_32_bit(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                       sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, offset_bits=32)

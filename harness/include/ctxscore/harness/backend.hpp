@@ -44,6 +44,16 @@ class BackendError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The machine lacks what a backend needs (a port exited with
+// kDeviceUnavailableExit before its hello: its device cannot be opened).
+// An error of the environment, never a verdict on the implementation: like
+// Interrupted it is no std::exception, so no handler turns it into one.
+struct Unavailable {
+  std::string what;
+};
+// A port's exit status before `hello` that says its device cannot be opened (EX_UNAVAILABLE).
+inline constexpr int kDeviceUnavailableExit = 69;
+
 // How long one call takes, as the backend measures it (`ctxscore bench`).
 struct Timing {
   double median_us = 0;       // per call, the median over the timed calls

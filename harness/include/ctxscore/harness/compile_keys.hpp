@@ -38,7 +38,8 @@ CompileKey compile_key(const Case& c);
 class CaseSource {
  public:
   CaseSource(const gen::CaseLimits& lim, std::uint64_t run_seed, std::int64_t max_keys);
-  rc::Shrinkable<Case> draw(std::uint64_t case_seed) const;
+  // `size`: RapidCheck's, 0 to 100 (the generators' ranges grow with it).
+  rc::Shrinkable<Case> draw(std::uint64_t case_seed, int size = 100) const;
   // Whether a shrink candidate stays inside the run's keys (always, unlimited).
   bool admits(const Case& c) const;
   const std::vector<CompileKey>& keys() const { return keys_; }

@@ -319,6 +319,11 @@ inline std::map<std::string, std::int64_t>& class_counts() {
   return counts;
 }
 
+// Counts the current case in the edge class `claim` when `hit`.
+inline void count_class(const std::string& claim, bool hit) {
+  if (hit) ++class_counts()[claim];
+}
+
 // Edge classes a case touches, each named once; the property runner prints
 // their frequencies and judges the coverage floors against them.
 inline void classify(const Case& c, harness::OutMode out = harness::OutMode::given) {

@@ -43,6 +43,12 @@ struct Verdict {
   std::string str() const;  // one line: verdict, out mode, report or error
 };
 
+// The first mismatch of a failing verdict in the request's own terms: its
+// length, QL, the token's causal cutoff, the positions the block may see,
+// the page the table names for it and the one a call reads. Empty when
+// the verdict has no mismatch.
+std::string explain_first_mismatch(const Verdict& v);
+
 // Judges what one call returned (`s`, for `host` with out passed as v.out;
 // `before` is host.out before the call) against `expected`, into `v`: the
 // out allocation or the fresh scores, as the out mode requires.
@@ -68,7 +74,11 @@ std::string printable(const std::string& s);
 // `s` as one word for /bin/sh: as it is when that is safe, else single-quoted.
 std::string shell_quoted(const std::string& s);
 
-// "PATH (replay: ctxscore fixtures check PATH FLAGS)": a fixture and the line that judges it again.
+// The command a replay line starts with: "ctxscore" unless set; the CLI
+// sets its own absolute path, so that a line runs as printed whatever PATH holds.
+void set_replay_program(const std::string& program);
+const std::string& replay_program();
+// "PATH (replay: PROGRAM fixtures check PATH FLAGS)": a fixture and the line that judges it again.
 std::string with_replay_line(const std::string& path, const std::string& backend_flags);
 
 // Where failing cases go: set_failure_dir (the --failures flag), else

@@ -1,11 +1,11 @@
-#include "report.hpp"
+#include "ctxscore/harness/report.hpp"
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
-namespace ctxscore::cli {
+namespace ctxscore::harness {
 
 std::uint64_t fingerprint(const Case& c) {
   std::uint64_t h = 0xcbf29ce484222325ull;
@@ -13,15 +13,42 @@ std::uint64_t fingerprint(const Case& c) {
   return h;
 }
 
-void Suite::add(const std::string& row, const harness::Verdict& v, const std::string& where) {
+void Suite::add(const std::string& row, const Verdict& v, const std::string& where) {
   stats.add(v);
   judged.emplace_back(row, fingerprint(v.spec));
-  rows.push_back({row, v.ok(), v.ok() ? "" : v.str(), where, v.ok() ? "" : v.spec.str()});
+  std::string message;
+  if (!v.ok()) {
+    message = v.str();
+    if (const std::string why = explain_first_mismatch(v); !why.empty()) message += "\n  " + why;
+  }
+  rows.push_back({row, v.ok(), message, where, v.ok() ? "" : v.spec.str()});
 }
 
 void Suite::add_error(const std::string& row, const std::string& message) {
   ++errors;
   rows.push_back({row, false, message, "", "", true});
+}
+
+std::string Suite::status() const {
+  if (!not_run.empty()) return required ? "NOT RUN (required)" : "not run";
+  return ok() ? "passed" : "FAILED";
+}
+
+std::string Suite::summary() const {
+  std::ostringstream o;
+  o.precision(3);
+  o << name << ": " << status();
+  if (!not_run.empty()) return o.str() + ": " + not_run;
+  o << ", " << stats.cases << " cases";
+  if (errors) o << " and " << errors << " unreadable";
+  if (stats.failures) o << ", " << stats.failures << " failing";
+  o << ", worst error/bound ratio " << stats.worst_ratio;
+  if (!seed.empty()) o << ", seed " << seed;
+  o << ", " << static_cast<long long>(seconds + 0.5) << " s";
+  if (too_few()) o << "; judged " << stats.cases << " of the " << min_cases << " it must judge";
+  if (!coverage.empty()) o << "; " << coverage;
+  if (!stopped.empty()) o << " (" << stopped << ")";
+  return o.str();
 }
 
 bool Report::ok() const {
@@ -34,25 +61,27 @@ bool Report::ok() const {
 std::string Report::table() const {
   std::ostringstream o;
   char line[256];
-  std::snprintf(line, sizeof line, "\n%-10s %-7s %8s %9s %7s %12s %9s\n", "backend", "suite", "calls", "failures",
+  std::snprintf(line, sizeof line, "\n%-10s %-16s %8s %9s %7s %12s %9s\n", "backend", "suite", "calls", "failures",
                 "errors", "worst ratio", "time (s)");
   o << line;
   for (const Suite& s : suites) {
-    std::snprintf(line, sizeof line, "%-10s %-7s %8lld %9lld %7lld %12.3g %9.2f\n", s.backend.c_str(), s.name.c_str(),
+    std::snprintf(line, sizeof line, "%-10s %-16s %8lld %9lld %7lld %12.3g %9.2f\n", s.backend.c_str(), s.name.c_str(),
                   static_cast<long long>(s.stats.cases + s.errors), static_cast<long long>(s.stats.failures),
                   static_cast<long long>(s.errors), s.stats.worst_ratio, s.seconds);
     o << line;
   }
   for (const Suite& s : suites) {
-    o << "  " << s.backend << " " << s.name << " vs " << s.oracle << ": " << s.stats.str() << "\n";
-    o << "    toolchain: " << harness::printable(s.toolchain) << "\n";
+    o << "  " << s.backend << " " << s.summary() << "\n";
+    if (!s.not_run.empty()) continue;
+    o << "    vs " << s.oracle << ": " << s.stats.str() << "\n";
+    o << "    toolchain: " << printable(s.toolchain) << "\n";
     if (!s.stopped.empty()) o << "    stopped early: " << s.stopped << "\n";
     int shown = 0;
     for (const Row& r : s.rows)
       if (!r.ok && shown++ < 5)
-        o << "    FAIL " << harness::printable(r.name) << ": " << harness::printable(r.message)
-          << (r.spec.empty() ? "" : "\n      case: " + harness::printable(r.spec))
-          << (r.where.empty() ? "" : "\n      fixture: " + harness::printable(r.where)) << "\n";
+        o << "    FAIL " << printable(r.name) << ": " << printable(r.message)
+          << (r.spec.empty() ? "" : "\n      case: " + printable(r.spec))
+          << (r.where.empty() ? "" : "\n      fixture: " + printable(r.where)) << "\n";
   }
   for (const std::string& a : absent) o << "not available: " << a << "\n";
   for (const std::string& a : required_absent) o << "REQUIRED but not available: " << a << "\n";
@@ -74,7 +103,9 @@ nlohmann::ordered_json Report::json() const {
                            {"calls", s.stats.cases + s.errors}, {"failures", s.stats.failures}, {"errors", s.errors},
                            {"worst_ratio", s.stats.worst_ratio}, {"written", s.stats.written},
                            {"out_modes", s.stats.out_modes}, {"shapes", s.stats.shapes}, {"seconds", s.seconds},
-                           {"stopped", s.stopped}, {"failing", failing}, {"judged", judged}});
+                           {"stopped", s.stopped}, {"status", s.status()}, {"ok", s.ok()}, {"not_run", s.not_run},
+                           {"min_cases", s.min_cases}, {"seed", s.seed}, {"coverage", s.coverage},
+                           {"summary", s.summary()}, {"failing", failing}, {"judged", judged}});
   }
   return j;
 }
@@ -95,12 +126,44 @@ std::string xml(const std::string& s) {
   return o;
 }
 
+// One testcase per check: its status, with the failing rows' verdicts,
+// cases and fixtures in the failure's text.
+void junit_per_check(std::ostringstream& o, const Report& r) {
+  std::int64_t failed = 0, skipped = 0;
+  double seconds = 0;
+  for (const Suite& s : r.suites) {
+    failed += !s.ok();
+    skipped += !s.not_run.empty() && !s.required;
+    seconds += s.seconds;
+  }
+  o << "  <testsuite name=\"ctxscore.gate\" tests=\"" << r.suites.size() << "\" failures=\"" << failed << "\" skipped=\""
+    << skipped << "\" time=\"" << seconds << "\">\n";
+  for (const Suite& s : r.suites) {
+    o << "    <testcase classname=\"" << xml(s.backend) << "\" name=\"" << xml(s.name) << "\" time=\"" << s.seconds << "\">\n";
+    o << "      <properties><property name=\"toolchain\" value=\"" << xml(s.toolchain) << "\"/><property name=\"summary\" value=\""
+      << xml(s.summary()) << "\"/></properties>\n";
+    if (!s.not_run.empty() && !s.required) {
+      o << "      <skipped message=\"" << xml(s.not_run) << "\"/>\n";
+    } else if (!s.ok()) {
+      std::string text = s.summary();
+      for (const Row& row : s.rows)
+        if (!row.ok)
+          text += "\n" + row.name + ": " + row.message + (row.spec.empty() ? "" : "\ncase: " + row.spec) +
+                  (row.where.empty() ? "" : "\nfixture: " + row.where);
+      o << "      <failure message=\"" << xml(s.summary().substr(0, 300)) << "\">" << xml(text) << "</failure>\n";
+    }
+    o << "    </testcase>\n";
+  }
+  o << "  </testsuite>\n";
+}
+
 }  // namespace
 
-void write_junit(const Report& r, const std::string& path) {
+void write_junit(const Report& r, const std::string& path, bool per_check) {
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ctxscore\">\n";
-  for (const Suite& s : r.suites) {
+  if (per_check) junit_per_check(o, r);
+  for (const Suite& s : per_check ? std::vector<Suite>{} : r.suites) {
     std::int64_t failed = 0;
     for (const Row& row : s.rows) failed += !row.ok;
     o << "  <testsuite name=\"" << xml(s.backend + "." + s.name) << "\" tests=\"" << s.rows.size() << "\" failures=\""
@@ -132,4 +195,4 @@ void write_junit(const Report& r, const std::string& path) {
   }
 }
 
-}  // namespace ctxscore::cli
+}  // namespace ctxscore::harness

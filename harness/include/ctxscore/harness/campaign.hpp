@@ -1,0 +1,197 @@
+// A campaign: the loop every drawn check runs. Case k of a run is drawn
+// from a hash of (seed, check, k), judged, and the first failing case (by
+// default) is made small, written as a replayable fixture and reported; a
+// run that judged fewer cases than its floor fails, so a budget or a
+// signal can cut a run short but never turn "nothing judged" into a pass.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ctxscore/harness/backend.hpp"
+#include "ctxscore/harness/generators.hpp"
+#include "ctxscore/harness/judge.hpp"
+#include "ctxscore/harness/report.hpp"
+#include "ctxscore/harness/run_control.hpp"
+
+namespace ctxscore::harness {
+
+// A coverage floor: at least `share` of a campaign's cases fall in the edge
+// class `claim` (a gen::classify name, or one counted with gen::count_class).
+struct Floor {
+  std::string claim;
+  double share;
+};
+
+struct CampaignPlan {
+  std::int64_t cases = 100;
+  std::int64_t min_cases = -1;    // the floor of cases judged; -1: every case asked of this shard
+  std::uint64_t seed = 1;
+  std::int64_t max_failures = 1;  // stop after this many failing cases; 0: judge them all
+  int shrink_calls = 200;         // calls one shrink may make
+  double shrink_seconds = 60;     // and seconds
+  std::int64_t shard_index = 0, shard_count = 1;  // case k runs where k % count == index
+  bool print = true;              // failures and progress on stderr
+  std::vector<Floor> floors;      // judged over a passing run of at least 100 cases
+  const TimeBudget* budget = nullptr;  // none: unlimited
+  std::int64_t only_case = -1;    // >= 0: judge case k = only_case alone (a failure's case drawn again)
+  // The command line that draws a case of this run again, less its check,
+  // seed and case ("PROGRAM gate --port ... --case-size small"); empty: none printed.
+  std::string redraw;
+};
+
+// Case k's seed in a run: a hash of the run's seed, the check and k, so
+// neighbouring seeds and different checks share no cases.
+std::uint64_t case_seed(std::uint64_t run_seed, const std::string& check, std::int64_t k);
+// Case k's RapidCheck size: 10, 20, ... 100, then again, so that a run
+// starts with small cases (a failure there is found and shrunk fast) and
+// every tenth case spans the generators' whole ranges.
+inline int case_size(std::int64_t k) { return static_cast<int>(k % 10 + 1) * 10; }
+
+// What judging one drawn value found.
+struct Trial {
+  Verdict verdict;           // ok() whether it passed; spec the case a failure fixture records
+  std::string replay_flags;  // select the backend and how the case is judged, for the fixture's replay line
+};
+
+template <class T>
+struct CampaignSteps {
+  std::string check;                                              // the suite's name and the fixture's found_by
+  std::function<rc::Shrinkable<T>(std::uint64_t case_seed, int size)> draw;  // size: RapidCheck's, case_size()
+  std::function<Trial(const T&)> judge;
+  std::function<void(const T&)> classify;                         // optional: the edge classes of a drawn value
+  std::function<std::vector<T>(const T&)> smaller;                // optional: smaller values beyond the generator's shrinks
+  std::function<void(Suite&)> finish;                             // optional: a check's own totals, after a passing run
+};
+
+// The suite a check of `b` reports into.
+Suite suite_for(const std::string& check, Backend& b, const std::string& oracle);
+// Why a loop stops before its next case: a stop signal or the spent budget; empty to go on.
+std::string stop_reason(const TimeBudget* budget, std::int64_t judged);
+// Judges `floors` against the class counts of `evaluated` cases into s.coverage.
+void judge_floors(Suite& s, const std::vector<Floor>& floors, std::int64_t evaluated);
+// Writes a failing trial's case as a fixture and returns its path and replay line.
+std::string record_failure(const Suite& s, const Trial& t, std::uint64_t seed, Backend& b);
+// Whether a failing verdict is a port that hung: shrinking it would cost a timeout a step.
+bool hung(const Verdict& v);
+// The line that draws case k of the run again, or "" where the plan has none.
+std::string redraw_line(const CampaignPlan& plan, const std::string& check, std::int64_t k);
+void print_failure(const Suite& s, std::int64_t k, std::uint64_t seed, const Trial& t, const std::string& fixture,
+                   const std::string& again);
+
+namespace detail {
+
+// Greedy: the first smaller value that still fails, round after round,
+// until none does or the calls or seconds run out: the domain's smaller
+// values where the check has them, else the generator's shrinks. Returns
+// the smallest failure.
+template <class T>
+Trial shrink(const CampaignSteps<T>& steps, rc::Shrinkable<T> failing, Trial found, const CampaignPlan& plan) {
+  const TimeBudget limit(plan.shrink_seconds);
+  int calls = 0;
+  const auto spent = [&] { return calls >= plan.shrink_calls || limit.spent() || (plan.budget && plan.budget->spent()); };
+  const auto fails = [&](const T& candidate, Trial& into) {
+    ++calls;
+    Trial t = steps.judge(candidate);
+    if (t.verdict.ok() || t.verdict.error.rfind("the case itself breaks the contract", 0) == 0) return false;
+    into = t;
+    return true;
+  };
+  try {
+    // The domain's big steps first (fewer requests, one head, world 1):
+    // they converge in a few dozen calls where the generator's shrinks
+    // would spend the calls on one table entry at a time.
+    bool domain_shrank = false;
+    if (steps.smaller) {
+      T value = failing.value();
+      for (bool smaller = true; smaller && !spent();) {
+        smaller = false;
+        for (const T& candidate : steps.smaller(value)) {
+          if (spent()) break;
+          if (!fails(candidate, found)) continue;
+          value = candidate;
+          smaller = domain_shrank = true;
+          break;
+        }
+      }
+    }
+    for (bool smaller = !domain_shrank; smaller && !spent();) {
+      smaller = false;
+      rc::Seq<rc::Shrinkable<T>> candidates = failing.shrinks();
+      while (rc::Maybe<rc::Shrinkable<T>> next = candidates.next()) {
+        if (spent()) break;
+        if (!fails(next->value(), found)) continue;
+        failing = *next;
+        smaller = true;
+        break;
+      }
+    }
+  } catch (const Interrupted&) {
+    // keep the smallest failure found so far; the run loop names the signal
+  }
+  return found;
+}
+
+}  // namespace detail
+
+template <class T>
+Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>& steps, const std::string& oracle) {
+  Suite s = suite_for(steps.check, b, oracle);
+  s.seed = std::to_string(plan.seed);
+  const bool one = plan.only_case >= 0;
+  const std::int64_t first = one ? plan.only_case : plan.shard_index, step = one ? 1 : plan.shard_count;
+  const std::int64_t end = one ? plan.only_case + 1 : plan.cases;
+  const std::int64_t mine = one ? 1 : (plan.cases - plan.shard_index + plan.shard_count - 1) / plan.shard_count;
+  s.min_cases = plan.min_cases < 0 ? mine : std::min(plan.min_cases, mine);
+  gen::class_counts().clear();
+  Progress progress;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::int64_t evaluated = 0;
+  for (std::int64_t k = first; k < end; k += step) {
+    if (s.stopped = stop_reason(plan.budget, s.stats.cases); !s.stopped.empty()) break;
+    const std::uint64_t seed = case_seed(plan.seed, steps.check, k);
+    const rc::Shrinkable<T> drawn = steps.draw(seed, case_size(k));
+    if (steps.classify) steps.classify(drawn.value());
+    Trial t;
+    try {
+      t = steps.judge(drawn.value());
+    } catch (const Interrupted&) {
+      continue;  // not judged; the next round names the signal
+    }
+    ++evaluated;
+    std::string fixture;
+    if (!t.verdict.ok()) {
+      if (!hung(t.verdict)) t = detail::shrink(steps, drawn, t, plan);
+      fixture = record_failure(s, t, seed, b);
+      if (plan.print) print_failure(s, k, seed, t, fixture, redraw_line(plan, steps.check, k));
+    }
+    s.add("case " + std::to_string(k) + " (seed " + std::to_string(seed) + ")", t.verdict, fixture);
+    if (!t.verdict.ok() && !plan.redraw.empty())
+      s.rows.back().message += "\n  drawn case again: " + redraw_line(plan, steps.check, k);
+    if (progress.due())
+      std::fprintf(stderr, "ctxscore: %s %s: %lld of %lld cases, %lld failing\n", b.name().c_str(), steps.check.c_str(),
+                   static_cast<long long>(s.stats.cases), static_cast<long long>(mine), static_cast<long long>(s.stats.failures));
+    if (plan.max_failures > 0 && s.stats.failures >= plan.max_failures) {
+      if (k + step < end)
+        s.stopped = "stopped at failing case " + std::to_string(s.stats.failures) + " (--max-failures " +
+                    std::to_string(plan.max_failures) + ")";
+      s.min_cases = 0;  // a failure decides the check: the floor is for passing runs
+      break;
+    }
+  }
+  if (s.stopped.empty() && stop_signal()) s.stopped = stop_reason(plan.budget, s.stats.cases);
+  if (s.stats.failures == 0 && !stop_signal()) {
+    judge_floors(s, plan.floors, evaluated);
+    if (steps.finish) steps.finish(s);
+  }
+  gen::class_counts().clear();
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+}  // namespace ctxscore::harness

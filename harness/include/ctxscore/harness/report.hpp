@@ -1,0 +1,72 @@
+// What a run reports: one suite per check (fuzz, repeatability, the corpus,
+// ...) and backend, as a text table, JSON, or JUnit XML for CI systems.
+// A check that judged fewer cases than its floor, or that could not run
+// where it was required, has not passed.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ctxscore/harness/judge.hpp"
+
+namespace ctxscore::harness {
+
+struct Row {
+  std::string name;      // the fixture or the seed
+  bool ok = true;
+  std::string message;   // the verdict, when it failed
+  std::string where;     // the fixture it came from or was written to, with its replay line
+  std::string spec;      // the case line (the shrunk one for a failing drawn case)
+  bool error = false;    // an input that could not be judged, not a failing backend
+};
+
+struct Suite {
+  std::string name, backend, oracle;
+  std::string toolchain;  // the backend's (Backend::toolchain)
+  JudgeStats stats;
+  std::vector<Row> rows;
+  std::int64_t errors = 0;  // inputs that could not be judged (malformed fixtures)
+  double seconds = 0;
+  std::string stopped;      // why the suite ended before its last case (budget, signal, first failure); empty when it ran whole
+  // The floor: a suite that judged fewer cases fails ("judged nothing" is
+  // never a pass). 0 for suites that take every case they are given.
+  std::int64_t min_cases = 0;
+  std::string not_run;      // why the check could not run here; empty when it ran
+  bool required = false;    // a check that must run: "not run" fails it
+  std::string seed;         // the seed its cases came from, where drawn
+  std::string coverage;     // a coverage floor not met, with the shares; empty when met or none
+  // Every judged row's name and a fingerprint of its case: shards of a run
+  // can be checked to judge exactly the cases of the whole run.
+  std::vector<std::pair<std::string, std::uint64_t>> judged;
+  void add(const std::string& row, const Verdict& v, const std::string& where);
+  void add_error(const std::string& row, const std::string& message);
+  bool too_few() const { return not_run.empty() && stats.cases < min_cases; }
+  bool ok() const {
+    return stats.failures == 0 && errors == 0 && !too_few() && coverage.empty() && (not_run.empty() || !required);
+  }
+  // "passed", "FAILED", "not run" or "NOT RUN (required)".
+  std::string status() const;
+  // One line: the check, its status, cases, worst ratio, seed, and why it stopped or did not run.
+  std::string summary() const;
+};
+
+struct Report {
+  std::vector<Suite> suites;
+  std::vector<std::string> absent;  // backends that could not run, with why
+  std::vector<std::string> required_absent;  // backends that had to run and could not: a failure
+  int interrupted_by = 0;           // the stop signal that ended the run early, 0 when none
+  bool ok() const;
+  std::string table() const;
+  nlohmann::ordered_json json() const;
+};
+
+// A stable fingerprint of a case (FNV-1a of its one-line spec).
+std::uint64_t fingerprint(const Case& c);
+
+// One testsuite per suite and a testcase per row; or, `per_check`, one
+// testcase per suite (the gate: a check is a test, "not run" a skip unless
+// required). Throws std::runtime_error when the file cannot be written.
+void write_junit(const Report& r, const std::string& path, bool per_check = false);
+
+}  // namespace ctxscore::harness

@@ -1,0 +1,84 @@
+#include "ctxscore/harness/campaign.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+namespace ctxscore::harness {
+
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::uint64_t case_seed(std::uint64_t run_seed, const std::string& check, std::int64_t k) {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the check's name
+  for (const unsigned char ch : check) h = (h ^ ch) * 0x100000001b3ull;
+  return mix(mix(run_seed) ^ mix(h + static_cast<std::uint64_t>(k)));
+}
+
+Suite suite_for(const std::string& check, Backend& b, const std::string& oracle) {
+  Suite s;
+  s.name = check;
+  s.backend = b.name();
+  s.toolchain = b.toolchain();
+  s.oracle = oracle;
+  return s;
+}
+
+std::string stop_reason(const TimeBudget* budget, std::int64_t judged) {
+  if (const int sig = stop_signal())
+    return std::string("interrupted by ") + (sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal") + " after " +
+           std::to_string(judged) + " judged";
+  if (budget && budget->spent()) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.3g", budget->seconds());
+    return std::string("time budget of ") + seconds + " s spent after " + std::to_string(judged) + " judged";
+  }
+  return "";
+}
+
+void judge_floors(Suite& s, const std::vector<Floor>& floors, std::int64_t evaluated) {
+  constexpr std::int64_t kFloorCases = 100;  // fewer cases make a share mean little
+  if (floors.empty() || evaluated < kFloorCases) return;
+  auto& counts = gen::class_counts();
+  for (const Floor& f : floors) {
+    const std::int64_t k = counts.count(f.claim) ? counts[f.claim] : 0;
+    const double share = static_cast<double>(k) / static_cast<double>(evaluated);
+    if (share >= f.share) continue;
+    s.coverage += (s.coverage.empty() ? "" : "; ") + std::string("coverage floor not met: \"") + f.claim + "\" in " +
+                  std::to_string(k) + " of " + std::to_string(evaluated) + " cases (" + std::to_string(100 * share) +
+                  "%), expected at least " + std::to_string(100 * f.share) + "%";
+  }
+}
+
+std::string record_failure(const Suite& s, const Trial& t, std::uint64_t seed, Backend& b) {
+  return write_failure_fixture(t.verdict.spec, FailureRecord{s.name, seed, t.verdict.out, !hung(t.verdict), b.toolchain()},
+                               t.replay_flags);
+}
+
+bool hung(const Verdict& v) { return v.error.find("(hung?)") != std::string::npos; }
+
+std::string redraw_line(const CampaignPlan& plan, const std::string& check, std::int64_t k) {
+  if (plan.redraw.empty()) return "";
+  return plan.redraw + " --check " + check + " --seed " + std::to_string(plan.seed) + " --only-case " + std::to_string(k);
+}
+
+void print_failure(const Suite& s, std::int64_t k, std::uint64_t seed, const Trial& t, const std::string& fixture,
+                   const std::string& again) {
+  const bool tty = isatty(fileno(stderr));
+  std::fprintf(stderr, "%sFAIL %s (%s): case %lld, seed %llu%s\n  %s: %s\n  %s\n%s%s  fixture: %s\n%s%s%s", tty ? "\r" : "",
+               s.name.c_str(), s.backend.c_str(), static_cast<long long>(k), static_cast<unsigned long long>(seed),
+               hung(t.verdict) ? " (a hung port: not shrunk, each step would cost a timeout)" : "",
+               hung(t.verdict) ? "case" : "shrunk", printable(t.verdict.spec.str()).c_str(),
+               printable(t.verdict.str()).c_str(), t.verdict.report.first ? "  " : "",
+               t.verdict.report.first ? (printable(explain_first_mismatch(t.verdict)) + "\n").c_str() : "", fixture.c_str(),
+               again.empty() ? "" : "  drawn case again: ", again.c_str(), again.empty() ? "" : "\n");
+}
+
+}  // namespace ctxscore::harness

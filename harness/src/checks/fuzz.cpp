@@ -1,0 +1,22 @@
+// fuzz: random cases against the backend's oracle.
+#include "drawn_case.hpp"
+
+namespace ctxscore::harness {
+
+Suite check_fuzz(Backend& b, const CheckOptions& o) {
+  const CaseSource source(checks::limits_of(b, o), o.campaign.seed, o.compile_keys);
+  if (source.limited() && o.campaign.print) {
+    std::fprintf(stderr, "ctxscore: %zu compile keys drawn from seed %llu:\n", source.keys().size(),
+                 static_cast<unsigned long long>(o.campaign.seed));
+    for (const CompileKey& k : source.keys()) std::fprintf(stderr, "  %s\n", k.str().c_str());
+  }
+  CampaignSteps<checks::DrawnCase> steps;
+  steps.check = "fuzz";
+  steps.draw = checks::draw_cases(source, o.out_mode);
+  steps.judge = [&b, &o](const checks::DrawnCase& d) { return checks::judged_case(b, d, o.repeat); };
+  steps.classify = [](const checks::DrawnCase& d) { gen::classify(d.c, d.out); };
+  steps.smaller = checks::smaller_drawn;
+  return run_campaign(b, o.campaign, steps, oracle_name(b.oracle()));
+}
+
+}  // namespace ctxscore::harness
