@@ -77,6 +77,13 @@ def test_fixtures_check_defaults_to_out_given_and_to_the_installed_corpus(run):
     (["geometry", "--batch", "1", "--max-seq-len", "100", "--world", "0"], "--world: Value 0 not in range"),
     (["fuzz", "--out-mode", "sideways"], "expected given, absent or too_small"),
     (["verify", "--require", "cuda"], "--require"),
+    (["fuzz", "--shard", " 1/2"], "--shard"),
+    (["gate", "--shard", "1/2 "], "--shard"),
+    (["fuzz", "--port-timeout", "1e-9"], "--port-timeout"),
+    (["gate", "--port-startup-timeout", "0.0001"], "--port-startup-timeout"),
+    (["fuzz", "--failures", "/proc/no-such-folder"], "--failures"),
+    (["gate", "--check", "speed"], "speed"),
+    (["gate", "--require", "everything"], "everything"),
 ])
 def test_bad_usage_exits_2_naming_what_was_wrong(run, args, names):
     done = run(*args)
@@ -250,3 +257,18 @@ def test_reports_and_failure_fixtures_name_the_toolchain(run, port_command, tmp_
     assert numpy_version.search(read(fixture).toolchain), fixture
     text = run("fuzz", "--cases", "2")
     assert re.search(r"toolchain: the reference, host code built by (g\+\+|clang) ", text.stdout), text.stdout
+
+
+def test_junit_stays_valid_xml_whatever_bytes_a_name_holds(run, tmp_path):
+    """A file name with invalid UTF-8 and control bytes: the JUnit file still parses, the bytes replaced."""
+    folder = tmp_path / "fixtures"
+    folder.mkdir()
+    hostile = os.path.join(os.fsencode(folder), b"bad\xff\xfe\x01name.safetensors")
+    with open(hostile, "wb") as f:
+        f.write(b"\x10" + b"\x00" * 7 + b'{"a": 1}')
+    junit = tmp_path / "report.xml"
+    done = run("fixtures", "check", str(folder), "--backend", "reference", "--junit", str(junit))
+    assert done.returncode == 2, done.stdout + done.stderr
+    root = ElementTree.parse(junit).getroot()
+    names = [case.get("name") for case in root.iter("testcase")]
+    assert any(name.startswith("bad\ufffd\ufffd\ufffdname") for name in names), names

@@ -2,8 +2,11 @@
 --install` into a prefix, and `pip wheel` + `pip install` of the Python
 package into a target; then, from an unrelated directory holding only a
 test file, with nothing on PATH that the install did not put there, the
-pytest gate passes a correct port and fails a planted bug with its shrunk
-case, its fixture under the test's temporary directory, and nothing
+default pytest gate passes the numpy and torch ports and fails every CPU
+planted port of tools/mutants/ports.txt by the check its line names, with
+its shrunk case, its fixture under the test's temporary directory and a
+replay line that runs as printed; a budget that judges too little fails,
+a device the port cannot open is an environment problem; nothing is
 written anywhere else. And a C++ project of their own finds the installed
 CMake package and judges a corpus fixture with its libraries."""
 import glob
@@ -21,26 +24,71 @@ SYSTEM_PATH = "/usr/bin:/bin"  # env and sh, which the port command line uses
 GATE_TESTS = textwrap.dedent('''
     import os
     import re
+    import shlex
+    import subprocess
 
     import pytest
 
-    from ctxscore.pytest_plugin import gate
+    from ctxscore.pytest_plugin import EnvironmentProblem, gate
+
+    # (check, function): the CPU planted ports of tools/mutants/ports.txt that the default gate must fail.
+    PLANTED = PLANTED_PORTS
 
 
-    def test_a_correct_port_passes():
-        gate("ctxscore.ports.numpy_port:scores", tensors="numpy", cases=30, case_size="small")
+    @pytest.mark.parametrize("function, tensors", [("ctxscore.ports.numpy_port:scores", "numpy"),
+                                                   ("ctxscore.ports.torch_port:scores", "torch")])
+    def test_the_default_gate_passes_a_correct_port(function, tensors):
+        report = gate(function, tensors=tensors)
+        statuses = {s["suite"]: s["status"] for s in report["suites"]}
+        print(statuses)
+        for check in ("fuzz", "repeatability", "batch_invariance", "shard_columns", "selection", "corpus"):
+            assert statuses[check] == "passed", statuses
+        assert all(s["calls"] >= s["min_cases"] > 0 for s in report["suites"] if s["status"] == "passed"), report
 
 
-    def test_a_planted_bug_fails_with_its_shrunk_case(tmp_path):
+    @pytest.mark.parametrize("check, function", PLANTED)
+    def test_the_default_gate_fails_a_planted_bug_naming_its_check(check, function, tmp_path):
         with pytest.raises(pytest.fail.Exception) as failed:
-            gate("ctxscore.ports.numpy_port:cutoff_slack_one", tensors="numpy", cases=30, case_size="small")
+            gate(function, tensors="numpy")
         text = str(failed.value)
         print(text)
-        assert "case: Case{" in text and "replay: ctxscore fixtures check" in text
+        assert f"\\n{check} FAILED: " in text, text
+        text = text.split(f"\\n{check} FAILED: ", 1)[1].split("\\n\\n", 1)[0]  # that check's part
         fixture = re.search(r"fixture: (\\S+\\.safetensors)", text).group(1)
-        assert os.path.isabs(fixture) and os.path.isfile(fixture), fixture
-        assert fixture.startswith(str(tmp_path) + os.sep), (fixture, tmp_path)
+        assert os.path.isabs(fixture) and os.path.isfile(fixture) and fixture.startswith(str(tmp_path) + os.sep), fixture
+        # The replay line runs as printed, with nothing on PATH but the system's.
+        line = re.search(r"\\(replay: (.+)\\)$", text, re.M).group(1)
+        assert os.path.isabs(shlex.split(line)[0]), line
+        again = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=dict(os.environ, PATH="/usr/bin:/bin"))
+        assert again.returncode in (0, 1) and "result:" in again.stdout, (line, again.stdout, again.stderr)
+        if check == "fuzz":  # one call shows the bug: the fixture's replay fails too
+            assert again.returncode == 1, (line, again.stdout)
+        # The drawn case again fails the check again, whatever its claim spans.
+        drawn = re.search(r"drawn case again: (.+)$", text, re.M).group(1)
+        again = subprocess.run(["sh", "-c", drawn], capture_output=True, text=True, env=dict(os.environ, PATH="/usr/bin:/bin"))
+        assert again.returncode == 1 and re.search(rf"^port +{check} +1 +1 ", again.stdout, re.M), (drawn, again.stdout)
+        assert re.search(r"in process: \\S+ -m ctxscore.check /\\S+ --impl ", text), text
+
+
+    def test_a_budget_that_judges_too_little_fails_the_gate():
+        with pytest.raises(pytest.fail.Exception) as failed:
+            gate("ctxscore.ports.numpy_port:scores", tensors="numpy", time_budget=0.5)
+        assert "it must judge" in str(failed.value), str(failed.value)
+
+
+    def test_a_device_the_port_cannot_open_is_no_verdict_on_the_kernel(tmp_path):
+        with pytest.raises(EnvironmentProblem) as raised:
+            gate("ctxscore.ports.torch_port:scores", tensors="torch", device="cuda:99", failures=str(tmp_path / "f"))
+        assert "cannot open" in str(raised.value), str(raised.value)
+        assert not (tmp_path / "f").exists() or not os.listdir(tmp_path / "f")
 ''')
+
+
+def planted_ports():
+    """The CPU lines of tools/mutants/ports.txt whose killer is a check of the default gate."""
+    lines = open(os.path.join(SOURCE, "tools", "mutants", "ports.txt")).read().splitlines()
+    rows = [line.split() for line in lines if line.startswith("cpu ")]
+    return [(killer, fn) for _, killer, fn, *_ in rows if "." not in killer and killer != "large_offsets"]
 
 
 def tree(root):
@@ -67,7 +115,7 @@ def test_install_then_gate_from_an_unrelated_directory(build_dir, tmp_path):
     wheel = glob.glob(str(wheels / "ctxscore-*.whl"))
     assert len(wheel) == 1 and wheel[0].endswith(f"-py3-none-linux_{platform.machine()}.whl"), wheel  # a platform wheel: it bundles the binary
     subprocess.run(pip + ["install", "--no-deps", "--target", str(site), wheel[0]], check=True)
-    (work / "test_gate.py").write_text(GATE_TESTS)
+    (work / "test_gate.py").write_text(GATE_TESTS.replace("PLANTED_PORTS", repr(planted_ports())))
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXSCORE_") and k not in ("PYTHONPATH", "PATH")}
     env.update(PATH=f"{prefix / 'bin'}:{site / 'bin'}:{SYSTEM_PATH}", HOME=str(home), PYTHONPATH=str(site),
@@ -87,8 +135,10 @@ def test_install_then_gate_from_an_unrelated_directory(build_dir, tmp_path):
 
     gated = run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-s", "--basetemp", str(basetemp),
                 "test_gate.py")
+    print(gated.stdout[-20000:])
     assert gated.returncode == 0, gated.stdout + gated.stderr
-    assert "2 passed" in gated.stdout, gated.stdout
+    expected = 2 + len(planted_ports()) + 2
+    assert f"{expected} passed" in gated.stdout, gated.stdout
     shown = re.search(r"fixture: (\S+\.safetensors)", gated.stdout)
     assert shown and shown.group(1).startswith(str(basetemp)), gated.stdout
 

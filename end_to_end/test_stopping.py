@@ -1,7 +1,9 @@
-"""A run stopped early still reports: SIGTERM and SIGINT end it with the
-report of the cases judged so far, its JUnit file and exit status 3, and
-leave no port process behind (nor a daemon the port started); a time budget ends it cleanly; away from a
-terminal a progress line comes about every 10 s."""
+"""A run stopped early still reports: SIGTERM, SIGINT, SIGHUP and SIGQUIT
+end it with the report of the cases judged so far, its JUnit file and exit
+status 3, and leave no port process behind (nor a daemon the port started)
+and no temporary file; a time budget ends it cleanly, but a check that
+judged fewer cases than asked fails unless a lower floor is named; away
+from a terminal a progress line comes about every 10 s."""
 import json
 import os
 import re
@@ -28,14 +30,16 @@ def no_process_left(marker):
     return True
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT])
 def test_a_signal_ends_the_run_with_a_report_a_junit_file_and_exit_3(ctxscore_bin, port_command, tmp_path, sig):
     marker = f"--name=slow-{sig.name}-{os.getpid()}"
     slow = port_command("slow_port:scores", marker)
-    junit = tmp_path / "report.xml"
+    junit, temp = tmp_path / "report.xml", tmp_path / "tmp"
+    temp.mkdir()
     p = subprocess.Popen([ctxscore_bin, "fuzz", "--port", slow, "--cases", "1000", "--case-size", "small",
                           "--junit", str(junit)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                         env=dict(os.environ, CTXSCORE_FAILURE_DIR=str(tmp_path / "failures"), SLOW_PORT_CHILD_TAG=marker))
+                         env=dict(os.environ, CTXSCORE_FAILURE_DIR=str(tmp_path / "failures"), SLOW_PORT_CHILD_TAG=marker,
+                                  TMPDIR=str(temp)))
     time.sleep(2)
     assert not no_process_left(marker)  # the port and its daemon run
     p.send_signal(sig)
@@ -48,6 +52,7 @@ def test_a_signal_ends_the_run_with_a_report_a_junit_file_and_exit_3(ctxscore_bi
     assert 'name="stopped"' in xml and "<testcase" in xml
     assert not (tmp_path / "report.xml.partial").exists()
     assert no_process_left(marker)
+    assert os.listdir(temp) == []  # the port's stderr file was unlinked as soon as it was open
 
 
 def test_a_time_budget_ends_the_run_cleanly_and_says_so(ctxscore_bin, port_command, tmp_path):

@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -208,6 +209,15 @@ int verify_command(const VerifyPlan& plan, Report& report, bool print, const har
   return report.ok() ? kPassed : kFailed;
 }
 
+// A port's time limit: a finite number of seconds, at least a millisecond
+// (a smaller one would time out every request and blame the port).
+const CLI::Validator kTimeoutSeconds(
+    [](std::string& text) -> std::string {
+      const std::optional<double> v = harness::positive_seconds(text);
+      return v && *v >= 1e-3 ? "" : "\"" + harness::printable(text) + "\", expected a finite number of seconds, at least 0.001";
+    },
+    "SECONDS");
+
 // A positive, finite number of seconds (CLI11's PositiveNumber lets NaN through).
 const CLI::Validator kPositiveSeconds(
     [](std::string& text) -> std::string {
@@ -241,8 +251,11 @@ const CLI::Validator kSeed(
 // "K/N" with 1 <= K <= N: this run takes the cases k with k % N == K - 1.
 std::pair<std::int64_t, std::int64_t> parse_shard(const std::string& text) {
   const auto slash = text.find('/');
+  const auto digits = [](const std::string& t) {
+    return !t.empty() && std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isdigit(c); });
+  };
   try {
-    if (slash != std::string::npos) {
+    if (slash != std::string::npos && digits(text.substr(0, slash)) && digits(text.substr(slash + 1))) {
       std::size_t used_k = 0, used_n = 0;
       const std::string ks = text.substr(0, slash), ns = text.substr(slash + 1);
       const long long k = std::stoll(ks, &used_k), n = std::stoll(ns, &used_n);
@@ -250,7 +263,7 @@ std::pair<std::int64_t, std::int64_t> parse_shard(const std::string& text) {
     }
   } catch (const std::exception&) {
   }
-  throw CLI::ValidationError("--shard", "\"" + text + "\", expected K/N with 1 <= K <= N (for example 2/4)");
+  throw CLI::ValidationError("--shard", "\"" + harness::printable(text) + "\", expected K/N with 1 <= K <= N (for example 2/4)");
 }
 
 // ---- bench ------------------------------------------------------------------
@@ -431,10 +444,10 @@ int main(int argc, char** argv) {
   double port_timeout = 0, port_startup_timeout = 0;
   for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd, gate_cmd}) {
     cmd->add_option("--port-timeout", port_timeout, "seconds a port may take per request (default $CTXSCORE_PORT_TIMEOUT, else 60)")
-        ->check(kPositiveSeconds);
+        ->check(kTimeoutSeconds);
     cmd->add_option("--port-startup-timeout", port_startup_timeout,
                     "seconds a port may take to start and answer hello (default $CTXSCORE_PORT_STARTUP_TIMEOUT, else 120)")
-        ->check(kPositiveSeconds);
+        ->check(kTimeoutSeconds);
     cmd->add_option("--failures", failures, "where failing cases are written (default $CTXSCORE_FAILURE_DIR, else ./ctxscore-failures)");
   }
   check_cmd->add_option("--min-cases", min_cases, "fewer calls judged than this fails (default: every fixture in every mode)")
@@ -479,6 +492,11 @@ int main(int argc, char** argv) {
     if (port_timeout > 0) harness::set_port_timeout_seconds(port_timeout);
     if (port_startup_timeout > 0) harness::set_port_startup_timeout_seconds(port_startup_timeout);
     if (!failures.empty()) harness::set_failure_dir(failures);
+    if (!failures.empty() || std::getenv("CTXSCORE_FAILURE_DIR")) {
+      // Found now, not at the first failure: a failing case must have somewhere to go.
+      if (const std::string why = harness::failure_dir_problem(); !why.empty())
+        throw CLI::ValidationError(failures.empty() ? "CTXSCORE_FAILURE_DIR" : "--failures", why);
+    }
     if (!port.empty()) backend = "port";
     if (*geo) return geometry_command(batch, bound, world, heads, query_len, as_json);
     if (*cases_cmd) return cases_command(as_json);

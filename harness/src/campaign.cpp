@@ -33,7 +33,8 @@ Suite suite_for(const std::string& check, Backend& b, const std::string& oracle)
 
 std::string stop_reason(const TimeBudget* budget, std::int64_t judged) {
   if (const int sig = stop_signal())
-    return std::string("interrupted by ") + (sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal") + " after " +
+    return std::string("interrupted by ") +
+           (sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : sig == SIGQUIT ? "SIGQUIT" : "a signal") + " after " +
            std::to_string(judged) + " judged";
   if (budget && budget->spent()) {
     char seconds[32];

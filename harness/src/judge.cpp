@@ -4,6 +4,7 @@
 #include "ctxscore/contract.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -267,6 +268,19 @@ const std::string& replay_program() { return replay_program_setting(); }
 
 std::string with_replay_line(const std::string& path, const std::string& backend_flags) {
   return path + " (replay: " + shell_quoted(replay_program()) + " fixtures check " + shell_quoted(path) + " " + backend_flags + ")";
+}
+
+std::string failure_dir_problem() {
+  const std::filesystem::path dir = failure_dir();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return printable(dir.string()) + ": cannot be made (" + ec.message() + "); expected a folder failing cases can be written into";
+  const std::filesystem::path probe = dir / ".ctxscore-write-probe";
+  std::FILE* f = std::fopen(probe.c_str(), "wb");
+  if (!f) return printable(dir.string()) + ": cannot be written into (" + std::strerror(errno) + "); expected a folder failing cases can be written into";
+  std::fclose(f);
+  std::filesystem::remove(probe, ec);
+  return "";
 }
 
 std::string failure_dir() {

@@ -143,12 +143,14 @@ class Child {
     char* err_path = err_template.data();
     const int err = mkstemp(err_path);
     if (err < 0) throw BackendError(std::string("port: cannot make a file for its stderr: ") + std::strerror(errno));
-    err_path_ = err_path;
+    // Unlinked at once: no way of dying leaves it behind; the harness reads it through its own descriptor.
+    err_read_ = open(err_path, O_RDONLY | O_CLOEXEC);
+    unlink(err_path);
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
       const int e = errno;
       close(err);
-      unlink(err_path);  // a constructor that throws runs no destructor: nothing may be left behind
+      close(err_read_);  // a constructor that throws runs no destructor: nothing may be left behind
       throw BackendError(std::string("port: pipe: ") + std::strerror(e));
     }
     posix_spawn_file_actions_t fa;
@@ -177,7 +179,7 @@ class Child {
       pid_ = -1;
       close(to_);
       close(from_);
-      unlink(err_path);
+      close(err_read_);
       throw BackendError("port: cannot start `" + command + "`: " + std::strerror(rc));
     }
     live_ports().insert(pid_);
@@ -201,7 +203,7 @@ class Child {
       live_ports().erase(pid_);
       end_orphans();
     }
-    if (!err_path_.empty()) unlink(err_path_.c_str());
+    if (err_read_ >= 0) close(err_read_);
   }
 
   void send(const Bytes& message, const Deadline& deadline) {
@@ -251,9 +253,12 @@ class Child {
     return "stopped";
   }
   std::string stderr_tail() const {
-    std::ifstream f(err_path_, std::ios::binary);
-    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (all.size() > 600) all = "..." + all.substr(all.size() - 600);
+    std::string all;
+    const off_t size = err_read_ >= 0 ? lseek(err_read_, 0, SEEK_END) : 0;
+    const off_t from = size > 600 ? size - 600 : 0;
+    all.resize(static_cast<std::size_t>(size - from));
+    if (!all.empty() && pread(err_read_, all.data(), all.size(), from) != static_cast<ssize_t>(all.size())) all.clear();
+    if (from > 0) all = "..." + all;
     while (!all.empty() && (all.back() == '\n' || all.back() == ' ')) all.pop_back();
     return all;
   }
@@ -310,7 +315,8 @@ class Child {
     }
   }
 
-  std::string command_, err_path_;
+  std::string command_;
+  int err_read_ = -1;  // the port's stderr file, unlinked
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
   bool done_ = false;

@@ -29,8 +29,9 @@ void install_stop_signals() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: a blocking poll returns EINTR and sees the flag
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  // SIGHUP (a closed terminal, a CI runner's hang-up) and SIGQUIT too: every
+  // way of asking a run to stop gets its report and its ports reaped.
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
 }
 
 int stop_signal() { return static_cast<int>(g_stop_signal); }

@@ -3,6 +3,7 @@ every corpus fixture, the selection reproduces the stored C++ selection
 exactly, the checker passes a correct port and fails a planted bug, and the
 pytest gate fails with the shrunk case."""
 import os
+import re
 import subprocess
 import sys
 
@@ -72,7 +73,15 @@ def test_gate_passes_a_correct_port_and_fails_a_planted_bug_with_its_shrunk_case
     with pytest.raises(pytest.fail.Exception) as failed:
         gate("ctxscore.ports.numpy_port:cutoff_slack_one", tensors="numpy", cases=20, case_size="small", corpus=CORPUS)
     text = str(failed.value)
-    assert "case: Case{" in text and "replay: ctxscore fixtures check" in text
+    assert "case: Case{" in text and re.search(r"replay: /\S*ctxscore fixtures check", text), text
+
+
+@pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")
+def test_the_gate_names_the_checks_the_binary_runs():
+    from ctxscore.pytest_plugin import CHECKS
+
+    listed = subprocess.run([os.environ["CTXSCORE_BIN"], "gate", "--list"], capture_output=True, text=True, check=True)
+    assert tuple(line.split()[0] for line in listed.stdout.splitlines()) == CHECKS, listed.stdout
 
 
 def test_port_runs_as_a_module_and_answers_hello():

@@ -85,6 +85,9 @@ std::string with_replay_line(const std::string& path, const std::string& backend
 // $CTXSCORE_FAILURE_DIR, else ./ctxscore-failures.
 std::string failure_dir();
 void set_failure_dir(const std::string& dir);
+// Why failing cases cannot be written into failure_dir() (made if missing,
+// then a file created and removed in it); empty when they can.
+std::string failure_dir_problem();
 // A failing case's record, one name scheme for every path that writes one:
 // `FOUND_BY_seedSEED[_out_MODE][_shrunk].safetensors`.
 struct FailureRecord {
