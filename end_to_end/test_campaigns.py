@@ -6,7 +6,11 @@ share no cases."""
 import json
 import os
 import re
+import sys
+import time
 from collections import Counter
+
+from conftest import SOURCE
 
 
 def judged(run, *args):
@@ -59,3 +63,17 @@ def test_unlimited_keys_draw_many(run, port_command, tmp_path):
                "--out-mode", "given", env={"RECORD_KEYS_TO": str(record)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(set(record.read_text().splitlines())) > 20
+
+
+def test_a_crashing_port_is_shrunk_and_reported_within_the_shrink_bound(run, tmp_path):
+    """Every call crashes the port (a restart each): the first failure still shrinks to one request and is
+    reported within the shrink's bound of 200 calls and 60 s, plus the case itself."""
+    crash = (f"env PYTHONPATH={os.path.join(SOURCE, 'python')} {sys.executable} "
+             f"{os.path.join(SOURCE, 'property_tests', 'ports', 'broken_port.py')} crash")
+    t0 = time.monotonic()
+    done = run("fuzz", "--port", crash, "--cases", "200", "--case-size", "small", "--seed", "1")
+    took = time.monotonic() - t0
+    assert done.returncode == 1, done.stdout + done.stderr
+    shrunk = re.search(r"shrunk: (Case\{.*)", done.stderr).group(1)
+    assert " B=1 " in shrunk and " H=1 " in shrunk, shrunk
+    assert took < 60 + 30, took

@@ -112,28 +112,12 @@ nlohmann::ordered_json Report::json() const {
 
 namespace {
 
-// The length of the valid UTF-8 sequence at s[i] (XML 1.0 characters only), 0 when there is none.
-std::size_t utf8_length(const std::string& s, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char b = byte(i);
-  const std::size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  std::uint32_t cp = n == 1 ? b : n == 2 ? b & 0x1F : n == 3 ? b & 0x0F : b & 0x07;
-  for (std::size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = cp << 6 | (byte(i + k) & 0x3F);
-  }
-  const std::uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF) return 0;
-  return n;
-}
-
 // Text as XML character data: markup escaped, control bytes and invalid
 // UTF-8 as U+FFFD, so that a port's stderr or a file name cannot break the file.
 std::string xml(const std::string& s) {
   std::string o;
   for (std::size_t i = 0; i < s.size();) {
-    const std::size_t n = utf8_length(s, i);
+    const std::size_t n = utf8_char_length(s, i);
     const char ch = s[i];
     if (n == 0 || (n == 1 && static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t')) {
       o += "\xEF\xBF\xBD";
