@@ -59,13 +59,15 @@ GATE_TESTS = textwrap.dedent('''
         # The replay line runs as printed, with nothing on PATH but the system's.
         line = re.search(r"\\(replay: (.+)\\)$", text, re.M).group(1)
         assert os.path.isabs(shlex.split(line)[0]), line
-        again = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=dict(os.environ, PATH="/usr/bin:/bin"))
+        again = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=dict(os.environ, PATH="/usr/bin:/bin"),
+                               cwd=tmp_path)
         assert again.returncode in (0, 1) and "result:" in again.stdout, (line, again.stdout, again.stderr)
         if check == "fuzz":  # one call shows the bug: the fixture's replay fails too
             assert again.returncode == 1, (line, again.stdout)
         # The drawn case again fails the check again, whatever its claim spans.
         drawn = re.search(r"drawn case again: (.+)$", text, re.M).group(1)
-        again = subprocess.run(["sh", "-c", drawn], capture_output=True, text=True, env=dict(os.environ, PATH="/usr/bin:/bin"))
+        again = subprocess.run(["sh", "-c", drawn], capture_output=True, text=True, env=dict(os.environ, PATH="/usr/bin:/bin"),
+                               cwd=tmp_path)
         assert again.returncode == 1 and re.search(rf"^port +{check} +1 +1 ", again.stdout, re.M), (drawn, again.stdout)
         assert re.search(r"in process: \\S+ -m ctxscore.check /\\S+ --impl ", text), text
 
