@@ -8,6 +8,7 @@
 #include "ctxscore/harness/case_builder.hpp"
 #include "ctxscore/harness/checks.hpp"
 #include "gpu_backend.hpp"
+#include "check_runner.hpp"
 #include "property_runner.hpp"
 
 namespace ctxscore {

@@ -14,6 +14,7 @@
 #include "ctxscore/harness/judge.hpp"
 #include "ctxscore/harness/named_cases.hpp"
 #include "gpu_backend.hpp"
+#include "check_runner.hpp"
 #include "property_runner.hpp"
 
 namespace ctxscore {

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "ctxscore/case.hpp"
-#include "ctxscore/harness/checks.hpp"
 #include "ctxscore/harness/judge.hpp"
 
 namespace ctxscore::test {
@@ -44,19 +43,14 @@ auto on_case(const Case& c, const std::string& backend_flags, const std::string&
 // counterexample: the case line, `verdict`, the fixture written for it.
 void fail_with_case(const Case& c, const std::string& verdict, const std::string& backend_flags);
 
-// A coverage floor (the harness's): a property's share of cases in an edge class.
-using Floor = harness::Floor;
+// A coverage floor: at least `share` of a property's cases fall in the edge
+// class `claim` (a gen::classify name, or one counted with gen::count_class),
+// or the property cannot reach what it claims often enough.
+struct Floor {
+  std::string claim;
+  double share;
+};
 
-
-// A harness check's options for a test: `cases` scaled by
-// CTXSCORE_CASE_SCALE, the seed RapidCheck's (RC_PARAMS="seed=N" replays a
-// run), every failing case judged no further than the first.
-harness::CheckOptions check_options(int cases);
-
-// Passes when the check passed; fails with its summary and each failing
-// case's shrunk case line, verdict and fixture; a check that could not run
-// here skips with why (fails where a GPU is required).
-void expect_check_passes(const harness::Suite& s);
 
 // Runs `property` for `cases` successes (scaled by CTXSCORE_CASE_SCALE when
 // set). On failure: the seed, the shrunk Case line and its verdict, and the

@@ -1,0 +1,42 @@
+#include "check_runner.hpp"
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+namespace ctxscore::test {
+
+harness::CheckOptions check_options(int cases) {
+  harness::CheckOptions o;
+  o.campaign.cases = cases;
+  if (const char* scale = std::getenv("CTXSCORE_CASE_SCALE"))
+    o.campaign.cases = std::max<std::int64_t>(1, static_cast<std::int64_t>(cases * std::atof(scale)));
+  o.campaign.seed = rc::detail::configuration().testParams.seed;
+  o.campaign.print = false;  // the failure message holds each failing case
+  return o;
+}
+
+void expect_check_passes(const harness::Suite& s) {
+  std::cout << s.backend << " " << s.summary() << std::endl;
+  if (!s.not_run.empty()) {
+    if (const char* v = std::getenv("CTXSCORE_REQUIRE_GPU"); v && *v && std::string(v) != "0")
+      ADD_FAILURE() << s.summary() << " (CTXSCORE_REQUIRE_GPU)";
+    else
+      GTEST_SKIP() << s.not_run;
+    return;
+  }
+  if (s.ok()) return;
+  std::ostringstream msg;
+  msg << s.summary() << "\ntoolchain: " << s.toolchain << "\nseed: " << s.seed << " (replay: RC_PARAMS=\"seed=" << s.seed << "\")";
+  for (const harness::Row& r : s.rows)
+    if (!r.ok)
+      msg << "\n" << (r.spec.empty() ? "" : "shrunk case: " + r.spec + "\n") << "verdict: " << r.message
+          << (r.where.empty() ? "" : "\nfixture: " + r.where);
+  ADD_FAILURE() << msg.str();
+}
+
+}  // namespace ctxscore::test
