@@ -95,7 +95,7 @@ def test_bad_usage_exits_2_naming_what_was_wrong(run, args, names):
 @pytest.mark.parametrize("mode", ["given", "absent", "too_small"])
 def test_every_replay_line_of_a_failing_fuzz_case_reproduces_it(run, port_command, ctxscore_bin, tmp_path, mode):
     planted = port_command("ctxscore.ports.numpy_port:cutoff_slack_one")
-    done = run("fuzz", "--port", planted, "--cases", "20", "--case-size", "small", "--out-mode", mode,
+    done = run("fuzz", "--port", planted, "--cases", "200", "--seed", "1", "--case-size", "small", "--out-mode", mode,
                "--max-failures", "1")
     assert done.returncode == 1, done.stdout + done.stderr
     lines = replay_lines(done.stderr)
@@ -122,7 +122,7 @@ def test_every_replay_line_of_a_failing_fixture_reproduces_it(run, port_command,
 def test_the_readmes_replay_examples_reproduce_a_failure(run, port_command, ctxscore_bin, tmp_path):
     """The README's block under "Replaying a failure", with FIXTURE and PORT filled in."""
     planted = port_command("ctxscore.ports.numpy_port:cutoff_slack_one")
-    done = run("fuzz", "--port", planted, "--cases", "20", "--case-size", "small", "--out-mode", "given",
+    done = run("fuzz", "--port", planted, "--cases", "200", "--seed", "1", "--case-size", "small", "--out-mode", "given",
                "--max-failures", "1")
     fixture = re.search(r"fixture: (/\S+\.safetensors)", done.stderr).group(1)
     readme = open(os.path.join(SOURCE, "README.md")).read()
@@ -172,7 +172,7 @@ def test_port_workers_given_garbage_say_so_in_one_line(ctxscore_bin):
 
 def test_a_port_that_ignores_sm_scale_fails_fuzz_and_the_corpus(run, port_command):
     planted = port_command("ctxscore.ports.numpy_port:ignores_sm_scale")
-    fuzzed = run("fuzz", "--port", planted, "--cases", "100", "--case-size", "small", "--max-failures", "1")
+    fuzzed = run("fuzz", "--port", planted, "--cases", "200", "--seed", "1", "--case-size", "small", "--max-failures", "1")
     assert fuzzed.returncode == 1, fuzzed.stdout + fuzzed.stderr
     shrunk = re.search(r"shrunk: (Case\{.*\})", fuzzed.stderr).group(1)
     assert "sm_scale=0.088388347648318447" not in shrunk, shrunk  # the shrunk case keeps another scale
@@ -230,7 +230,7 @@ def test_a_nonrepeatable_port_fails_fuzz_repeat_and_its_replay_line_repeats(run,
     planted = port_command("ctxscore.ports.numpy_port:sum_order_per_call")
     once = run("fuzz", "--port", planted, "--cases", "20", "--case-size", "small")
     assert once.returncode == 0, once.stdout + once.stderr  # within the bound on every single call
-    done = run("fuzz", "--port", planted, "--cases", "20", "--case-size", "small", "--repeat", "3", "--max-failures", "1")
+    done = run("fuzz", "--port", planted, "--cases", "200", "--seed", "1", "--case-size", "small", "--repeat", "3", "--max-failures", "1")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "not repeatable: call " in done.stderr, done.stderr
     lines = replay_lines(done.stderr)
@@ -245,7 +245,7 @@ def test_reports_and_failure_fixtures_name_the_toolchain(run, port_command, tmp_
 
     planted = port_command("ctxscore.ports.numpy_port:cutoff_slack_one")
     junit = tmp_path / "report.xml"
-    done = run("fuzz", "--port", planted, "--cases", "20", "--case-size", "small", "--max-failures", "1",
+    done = run("fuzz", "--port", planted, "--cases", "200", "--seed", "1", "--case-size", "small", "--max-failures", "1",
                "--json", "--junit", str(junit))
     assert done.returncode == 1, done.stdout + done.stderr
     numpy_version = re.compile(r"python [0-9.]+; numpy [0-9.]+")

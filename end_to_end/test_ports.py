@@ -57,7 +57,7 @@ def test_the_torch_port_passes_with_its_geometry(run):
 
 def test_a_planted_bug_comes_back_as_a_shrunk_mismatch(run):
     planted = python_port("ctxscore.ports.numpy_port:cutoff_slack_one", "--tensors", "numpy")
-    fuzzed = run("fuzz", "--port", planted, "--cases", "10", "--case-size", "small")
+    fuzzed = run("fuzz", "--port", planted, "--cases", "200", "--seed", "1", "--case-size", "small")
     text = fuzzed.stdout + fuzzed.stderr
     assert fuzzed.returncode == 1, text
     assert "shrunk: Case{" in text
