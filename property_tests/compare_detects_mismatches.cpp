@@ -4,6 +4,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <limits>
 
@@ -124,7 +125,12 @@ TEST(Compare, FlagsEachKindOfWrongElement) {
     EXPECT_FALSE(r.ok());
     return r.first ? r.first->kind : MismatchKind::outside_bound;
   };
+  // Where −inf is due, nothing but −inf: not a max that started at −FLT_MAX, nor a
+  // "very negative" value, nor NaN, nor +inf.
+  EXPECT_EQ(kind_after(o.offset(0, inf_row, inf_slot), -FLT_MAX), MismatchKind::expected_neg_inf);
   EXPECT_EQ(kind_after(o.offset(0, inf_row, inf_slot), -1e30f), MismatchKind::expected_neg_inf);
+  EXPECT_EQ(kind_after(o.offset(0, inf_row, inf_slot), NAN), MismatchKind::expected_neg_inf);
+  EXPECT_EQ(kind_after(o.offset(0, inf_row, inf_slot), INFINITY), MismatchKind::expected_neg_inf);
   EXPECT_EQ(kind_after(o.offset(0, inf_row, inf_slot), 0.0f), MismatchKind::expected_neg_inf);
   EXPECT_EQ(kind_after(o.offset(0, 0, 0), -INFINITY), MismatchKind::lost_finite);
   EXPECT_EQ(kind_after(o.offset(0, 0, 0), NAN), MismatchKind::lost_finite);

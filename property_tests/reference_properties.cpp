@@ -12,6 +12,7 @@
 
 #include "ctxscore/harness/generators.hpp"
 #include "ctxscore/compare.hpp"
+#include "ctxscore/contents.hpp"
 #include "property_runner.hpp"
 #include "scored_case.hpp"
 
@@ -249,41 +250,50 @@ TEST(Materialize, QueryPaddingIsNaN) {
 }
 
 // The materializer poisons what no written element reads (CONTRACT.md §4):
-// pages no scanned slot reads and the query rows of requests that scan
-// nothing hold NaN, and the table entries past a request's reach are wild.
-// Replacing every poisoned value with finite data and in-range ids leaves
-// the reference's scores, written set and pages bitwise the same.
+// the query rows of requests that scan nothing and every cache position past
+// the reach of every slot that reads its page (whole pages no slot reads)
+// hold the case's poison, and the table entries past a request's reach are
+// wild. Replacing every poisoned value with finite data and in-range ids
+// leaves the reference's scores, written set and pages bitwise the same.
 TEST(Materialize, PoisonsWhatNoWrittenElementReads) {
   test::run_property(150, [] {
     const Case c = *gen::genCase(cpu_limits());
     gen::classify(c);
     HostCase poisoned = materialize(c);
+    const std::uint16_t poison = poison_bits(c.seed);
+    const auto is_poison = [poison](bf16 x) { return Eigen::numext::bit_cast<std::uint16_t>(x) == poison; };
     const std::int64_t G = c.global(), L = c.local(), H = c.heads, QL = c.query_len;
-    std::vector<char> read(static_cast<std::size_t>(c.pages), 0);
+    std::vector<std::int64_t> seen(static_cast<std::size_t>(c.pages), 0);
     bool idle_request = false;
     for (std::int64_t i = 0; i < c.batch(); ++i) {
       const std::int32_t len = c.seq_lens[static_cast<std::size_t>(i)];
       const std::int64_t scan = scan_slots(len, G, L, c.rank, c.world);
-      for (std::int64_t j = 0; j < scan; ++j)
-        read[static_cast<std::size_t>(clamp_page(c.table_entry(i, block_of_slot(j, c.rank, c.world)), c.pages))] = 1;
+      for (std::int64_t j = 0; j < scan; ++j) {
+        const std::int64_t b = block_of_slot(j, c.rank, c.world);
+        std::int64_t& s = seen[static_cast<std::size_t>(clamp_page(c.table_entry(i, b), c.pages))];
+        s = std::max(s, std::min<std::int64_t>(len - b * kBlockTokens, kBlockTokens));
+      }
       for (std::int64_t b = std::max<std::int64_t>(reach_blocks(len, G), 0); b < c.table_width; ++b)
         RC_ASSERT(c.table_entry(i, b) < 0 || c.table_entry(i, b) >= c.pages);
       idle_request = idle_request || scan == 0;
       for (std::int64_t t = i * QL; t < (i + 1) * QL; ++t)
         for (std::int64_t h = 0; h < H; ++h)
-          RC_ASSERT(std::isnan(static_cast<float>(poisoned.q[static_cast<std::size_t>(t * c.q_token_stride + h * c.q_head_stride)])) ==
-                    (scan == 0));
+          RC_ASSERT(is_poison(poisoned.q[static_cast<std::size_t>(t * c.q_token_stride + h * c.q_head_stride)]) == (scan == 0));
     }
     gen::count_class("a request reads no query row", idle_request);
-    gen::count_class("a page no slot reads", std::count(read.begin(), read.end(), 0) > 0);
+    gen::count_class("a page no slot reads", std::count(seen.begin(), seen.end(), 0) > 0);
+    gen::count_class("a read page with a poisoned tail",
+                     std::any_of(seen.begin(), seen.end(), [](std::int64_t s) { return s > 0 && s < kBlockTokens; }));
     for (std::int64_t p = 0; p < c.pages; ++p)
-      RC_ASSERT(std::isnan(static_cast<float>(poisoned.cache[static_cast<std::size_t>(p * kPageElems)])) == !read[static_cast<std::size_t>(p)]);
+      for (std::int64_t pos = 0; pos < kBlockTokens; ++pos)
+        RC_ASSERT(is_poison(poisoned.cache[static_cast<std::size_t>(p * kPageElems + pos * kHeadDim)]) ==
+                  (pos >= seen[static_cast<std::size_t>(p)]));
     // The same call with every poisoned value replaced.
     HostCase clean = poisoned;
     for (bf16& x : clean.q)
-      if (std::isnan(static_cast<float>(x))) x = bf16(0.5f);
+      if (is_poison(x) || std::isnan(static_cast<float>(x))) x = bf16(0.5f);
     for (bf16& x : clean.cache)
-      if (std::isnan(static_cast<float>(x))) x = bf16(-0.25f);
+      if (is_poison(x)) x = bf16(-0.25f);
     for (std::int64_t i = 0; i < c.batch(); ++i)
       for (std::int64_t b = std::max<std::int64_t>(reach_blocks(c.seq_lens[static_cast<std::size_t>(i)], G), 0); b < c.table_width; ++b)
         clean.table[static_cast<std::size_t>(i * c.table_row_stride + b)] = 0;
@@ -293,7 +303,8 @@ TEST(Materialize, PoisonsWhatNoWrittenElementReads) {
     RC_ASSERT(a.page == b.page);
     for (std::size_t e = 0; e < a.exact.size(); ++e)
       RC_ASSERT(a.written[e % a.written.size()] == 0 || float_bits(static_cast<float>(a.exact[e])) == float_bits(static_cast<float>(b.exact[e])));
-  }, {{"a request reads no query row", 0.20}, {"a page no slot reads", 0.30}, {"negative length", 0.05}});
+  }, {{"a request reads no query row", 0.20}, {"a page no slot reads", 0.30}, {"a read page with a poisoned tail", 0.20},
+      {"negative length", 0.05}});
 }
 
 // The GEMM reference against the plain-loop scorer (no shared scoring code):

@@ -188,7 +188,9 @@ def tolerance_caps(q_bits, cache_bits, table, lens, QL, rank, world, G, L, scale
         rows = q[i * QL:(i + 1) * QL]  # [QL, H, 128]
         for j in range(scan_slots(length, G, L, rank, world)):
             b = j * world + rank
-            page = widen_bf16(cache_bits[min(max(int(table[i, b]), 0), P - 1)]).astype(np.float64)  # [128 pos, 128]
+            # Positions past the request's reach may hold anything (poison): never widened.
+            reach = min(max(length - b * 128, 0), 128)
+            page = widen_bf16(cache_bits[min(max(int(table[i, b]), 0), P - 1)][:reach]).astype(np.float64)  # [pos, 128]
             dots = rows @ page.T  # [QL, H, pos]
             mags = np.abs(rows) @ np.abs(page).T
             for t in range(QL):

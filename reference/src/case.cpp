@@ -83,18 +83,25 @@ HostCase materialize(const Case& input) {
     cache[static_cast<std::size_t>(e)] =
         Eigen::numext::bit_cast<bf16>(content_bits(c.seed, Stream::cache, static_cast<std::uint64_t>(e)));
   // Poison where the call must not look (CONTRACT.md §4): the query rows of
-  // a request that scans nothing here, and every page no scanned slot reads,
-  // hold NaN, so a kernel that reads them and masks afterwards shows it.
-  const bf16 nan = Eigen::numext::bit_cast<bf16>(std::uint16_t{0x7FC0});
-  std::vector<char> read(static_cast<std::size_t>(c.pages), 0);
+  // a request that scans nothing here, and every cache position past the
+  // reach of every slot that reads its page (whole pages no slot reads), so
+  // a kernel that reads them and masks afterwards shows it.
+  const bf16 poison = Eigen::numext::bit_cast<bf16>(poison_bits(c.seed));
+  std::vector<std::int64_t> seen(static_cast<std::size_t>(c.pages), 0);  // positions of page p some slot sees
   for (std::int64_t i = 0; i < c.batch(); ++i) {
-    const std::int64_t scan = scan_slots(c.seq_lens[static_cast<std::size_t>(i)], c.global(), c.local(), c.rank, c.world);
-    for (std::int64_t j = 0; j < scan; ++j) read[static_cast<std::size_t>(clamp_page(c.table_entry(i, block_of_slot(j, c.rank, c.world)), c.pages))] = 1;
+    const std::int64_t len = c.seq_lens[static_cast<std::size_t>(i)];
+    const std::int64_t scan = scan_slots(len, c.global(), c.local(), c.rank, c.world);
+    for (std::int64_t j = 0; j < scan; ++j) {
+      const std::int64_t b = block_of_slot(j, c.rank, c.world);
+      std::int64_t& s = seen[static_cast<std::size_t>(clamp_page(c.table_entry(i, b), c.pages))];
+      s = std::max(s, request_prefix(b, len));
+    }
     if (scan == 0)
-      std::fill(q.begin() + i * c.query_len * c.heads * kHeadDim, q.begin() + (i + 1) * c.query_len * c.heads * kHeadDim, nan);
+      std::fill(q.begin() + i * c.query_len * c.heads * kHeadDim, q.begin() + (i + 1) * c.query_len * c.heads * kHeadDim, poison);
   }
   for (std::int64_t p = 0; p < c.pages; ++p)
-    if (!read[static_cast<std::size_t>(p)]) std::fill_n(cache.begin() + p * kPageElems, kPageElems, nan);
+    std::fill(cache.begin() + p * kPageElems + seen[static_cast<std::size_t>(p)] * kHeadDim, cache.begin() + (p + 1) * kPageElems,
+              poison);
   return lay_out(c, q, std::move(cache));
 }
 

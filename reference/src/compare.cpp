@@ -81,6 +81,7 @@ void judge_written(CompareReport& r, const ShardScores& ref, std::int64_t h, std
     return;
   }
   ++r.written_finite;
+  if (exact < 0) ++r.written_negative;
   if (!std::isfinite(got)) {
     record(r, {MismatchKind::lost_finite, coordinates(ref, h, row, j), off, exact, got, bound});
     return;

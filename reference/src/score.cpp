@@ -46,14 +46,17 @@ struct PageScan {
   bool finite;
   double min_nonzero;
 };
-PageScan widen_page(const bf16* src, double* k) {
+// Only the first `seen` positions are held to the numeric model: the rest of
+// the page reaches no written score (§4) and may hold anything.
+PageScan widen_page(const bf16* src, double* k, std::int64_t seen) {
   std::uint32_t bad = 0, min_bits = 0x7fffu;
   for (std::int64_t e = 0; e < kPageElems; ++e) {
     const std::uint32_t b = src[e].value;
+    k[e] = bits_to_double(b);
+    if (e >= seen * kHeadDim) continue;
     const std::uint32_t a = b & 0x7fffu;
     bad |= static_cast<std::uint32_t>((a & 0x7f80u) == 0x7f80u);
     min_bits = std::min(min_bits, a == 0 ? 0x7fffu : a);
-    k[e] = bits_to_double(b);
   }
   return {bad == 0, min_bits == 0x7fffu ? std::numeric_limits<double>::infinity() : bits_to_double(min_bits)};
 }
@@ -194,7 +197,8 @@ ShardScores score_shard(const ScoreArgs& args) {
       const std::int64_t i = work[w].request, j = work[w].slot, len = in.lens.at(i);
       const std::int64_t b = block_of_slot(j, args.rank, args.world);
       const std::int64_t p = clamp_page(in.table.at(i, b), layout.pages);
-      const PageScan page = widen_page(in.cache.page(p), k.data());
+      const std::int64_t reach = request_prefix(b, len);
+      const PageScan page = widen_page(in.cache.page(p), k.data(), reach);
       s.page[static_cast<std::size_t>(i * L + j)] = p;
       request_products(qt.col(i * kHeadDim).data(), qt_abs.col(i * kHeadDim).data(), NR, k.data(), dots.data(),
                        mags.data());
@@ -212,7 +216,7 @@ ShardScores score_shard(const ScoreArgs& args) {
           const bool seen = pos < prefix[n];
           best[n] = seen ? std::max(best[n], scale * dot[n]) : best[n];
           best_mag[n] = seen ? std::max(best_mag[n], mag[n]) : best_mag[n];
-          largest[n] = std::max(largest[n], mag[n]);
+          largest[n] = pos < reach ? std::max(largest[n], mag[n]) : largest[n];
         }
       }
       for (std::int64_t n = 0; n < R; ++n) {

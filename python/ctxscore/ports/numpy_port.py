@@ -15,7 +15,13 @@ a length as unsigned 32 bits, and `rank_sums_in_another_order` sums in fp32
 at every rank but 0, so a rank's columns are not bitwise the world-1
 columns of their blocks (§9). `page_offset_32_bit` forms a page's element
 offset, page × 16384, in 32 bits: right until the cache passes 2^31
-elements."""
+elements. Three get the max wrong where only poison or the sign shows it:
+`masks_by_adding_minus_inf` scores every position of a page and adds −inf
+past the row's prefix (a poisoned position past every reader's reach turns
+the max into NaN), `max_starts_at_zero` starts the max at 0 (a row whose
+qualifying scores are all negative gets 0), and `max_starts_at_minus_flt_max`
+starts it at −FLT_MAX (a row with no qualifying position gets −3.4e38, not
+−inf)."""
 import collections
 import hashlib
 
@@ -26,7 +32,7 @@ LOG2E_LITERAL = 1.4426950409  # the literal SCALE is formed with
 
 def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale, out,
             cutoff_slack=0, sum_order=None, mask_by_arithmetic=False, length_bits=None, rank_sum_order=None,
-            offset_bits=None):
+            offset_bits=None, mask_bias=False, max_start=None):
     T, H, _ = idx_q.shape
     P = index_cache.shape[0]
     G = -(-max_seq_len // 128)
@@ -51,6 +57,15 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
             for t in range(max_query_len):
                 row = i * max_query_len + t
                 n = min(max(length - max_query_len + t + 1 + cutoff_slack - b * 128, 0), 128)
+                if mask_by_arithmetic and mask_bias:  # every position scored, −inf added past the prefix
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        bias = np.where(np.arange(128) < n, 0.0, -np.inf)
+                        target[:, row, j] = (scale * (idx_q[row].astype(np.float64) @ page.T) + bias).max(axis=1)
+                    continue
+                if max_start is not None:  # the running max starts at max_start, not −inf
+                    dots = idx_q[row].astype(np.float64) @ page[:n].T
+                    target[:, row, j] = np.maximum((scale * dots).max(axis=1, initial=max_start), max_start)
+                    continue
                 if n == 0 and mask_by_arithmetic:
                     zero_page = index_cache[0].astype(np.float64)
                     target[:, row, j] = ((idx_q[row].astype(np.float64) @ zero_page.T).max(axis=1) * 0.0 - np.inf).astype(np.float32)
@@ -133,3 +148,21 @@ def page_offset_32_bit(idx_q, index_cache, block_table, seq_lens, max_seq_len, r
                        sm_scale, out=None):
     return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
                    out, offset_bits=32)
+
+
+def masks_by_adding_minus_inf(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                              sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, mask_by_arithmetic=True, mask_bias=True)
+
+
+def max_starts_at_zero(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                       sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, max_start=0.0)
+
+
+def max_starts_at_minus_flt_max(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size,
+                                max_query_len, sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, max_start=float(-np.finfo(np.float32).max))

@@ -39,6 +39,7 @@ struct Mismatch {
 
 struct CompareReport {
   std::int64_t written = 0, written_finite = 0, written_neg_inf = 0;
+  std::int64_t written_negative = 0;  // finite and below zero: every qualifying score of the row negative
   std::int64_t unwritten_checked = 0;  // elements of out outside the written set
   std::int64_t mismatches = 0;
   double worst_ratio = 0;  // max |got − exact| / bound over finite written slots

@@ -31,4 +31,14 @@ CTXSCORE_HD constexpr std::uint16_t content_bits(std::uint64_t seed, Stream stre
   return static_cast<std::uint16_t>(sign | exponent | mantissa);
 }
 
+// The bf16 bits the harness puts where no written score may look (CONTRACT.md
+// §4), one kind per case: NaN, +inf, −inf or the largest finite bf16. NaN
+// shows a kernel that masks with arithmetic; the others also show one that
+// lets a masked value into its max (fmax passes over NaN). content_bits never
+// gives any of them.
+CTXSCORE_HD constexpr std::uint16_t poison_bits(std::uint64_t seed) {
+  const std::uint64_t kind = splitmix(seed ^ 0x706F69736F6Eull) & 3u;
+  return kind == 0 ? 0x7FC0 : kind == 1 ? 0x7F80 : kind == 2 ? 0xFF80 : 0x7F7F;
+}
+
 }  // namespace ctxscore

@@ -80,6 +80,11 @@ CTXSCORE_HD constexpr bool position_qualifies(std::int64_t block, std::int64_t p
 CTXSCORE_HD constexpr std::int64_t qualifying_prefix(std::int64_t block, std::int64_t cutoff) {
   return min64(max64(cutoff - block * kBlockTokens, 0), kBlockTokens);
 }
+// §4: the positions of a block that some row of a request of length len
+// sees: its last token's prefix (that token's cutoff is len).
+CTXSCORE_HD constexpr std::int64_t request_prefix(std::int64_t block, std::int64_t len) {
+  return qualifying_prefix(block, len);
+}
 // §4: out-of-range page ids are clamped into [0, P−1], never dereferenced.
 CTXSCORE_HD constexpr std::int64_t clamp_page(std::int64_t page_id, std::int64_t pages) {
   return page_id < 0 ? 0 : (page_id > pages - 1 ? pages - 1 : page_id);
