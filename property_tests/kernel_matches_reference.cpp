@@ -103,6 +103,11 @@ TEST_F(Kernel, ShardColumnsAreBitwiseTheWorldOneColumns) {
   test::expect_check_passes(harness::check_shard_columns(backend(), test::check_options(100)));
 }
 
+// CONTRACT.md §7: a call that breaks one clause is refused before anything is written.
+TEST_F(Kernel, RefusesEachBrokenClauseAndWritesNothing) {
+  test::expect_check_passes(harness::check_refusals(backend(), test::check_options(20)));
+}
+
 TEST_F(Kernel, MergedSelectionIsTheReferenceSelection) {
   test::expect_check_passes(harness::check_selection(backend(), test::check_options(100)));
 }

@@ -4,8 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 
 #include "ctxscore/case.hpp"
+#include "ctxscore/harness/backend.hpp"
+#include "ctxscore/harness/generators.hpp"
+#include "ctxscore/harness/refusals.hpp"
+#include "property_runner.hpp"
 #include "ctxscore/harness/case_builder.hpp"
 #include "ctxscore/score.hpp"
 
@@ -147,6 +152,76 @@ TEST_F(Validation, GeometryOverride) {
   EXPECT_THROW(apply_override(l.geometry, {0, 4}), ContractError);
   EXPECT_THROW(apply_override(l.geometry, {1, 1}), ContractError);  // 1 program of 1 slot < L = 2
   EXPECT_EQ(apply_override(l.geometry, {1, 5}).grid_y, 5);
+}
+
+// The refusals check breaks each clause of the validator once, or says why
+// it cannot: no clause is forgotten, none broken twice.
+TEST(Refusals, EveryClauseIsBrokenOnceOrSaysWhyNot) {
+  std::map<Clause, int> seen;
+  for (const harness::Breach& b : harness::breaches()) ++seen[b.clause];
+  for (const auto& [c, why] : harness::clauses_not_breached()) {
+    ++seen[c];
+    EXPECT_FALSE(why.empty()) << clause_name(c);
+  }
+  for (int k = 0; k <= static_cast<int>(Clause::geometry_override); ++k)
+    EXPECT_EQ(seen[static_cast<Clause>(k)], 1) << clause_name(static_cast<Clause>(k));
+}
+
+// Every breach of a drawn case is refused by the reference for its own
+// clause, with every storage unchanged, and the unbroken call is scored.
+TEST(Refusals, TheReferenceRefusesEachBrokenClauseAndWritesNothing) {
+  const auto reference = harness::make_backend("reference");
+  test::run_property(100, [&] {
+    const Case c = *gen::genCase(gen::CaseLimits{});
+    gen::count_class("a table width below the bound can be broken (G >= 2)", c.global() >= 2);
+    HostCase host = materialize(c);
+    const std::string failed = harness::judge_refusals(*reference, host);
+    if (!failed.empty()) {
+      test::note_failure(c, failed);
+      RC_FAIL(failed);
+    }
+  }, {{"a table width below the bound can be broken (G >= 2)", 0.5}});
+}
+
+// A backend around the reference that gets refusals wrong in one way.
+class MisRefusing : public harness::Backend {
+ public:
+  enum class Bug { writes_first, accepts_all, refuses_all, refuses_for_another_clause };
+  explicit MisRefusing(Bug bug) : bug_(bug) {}
+  std::string name() const override { return "misrefusing"; }
+  harness::Oracle oracle() const override { return harness::Oracle::reference; }
+  gen::CaseLimits fuzz_limits() const override { return {}; }
+  harness::Scored score(HostCase& host, harness::OutMode mode) override { return reference_->score(host, mode); }
+  std::string toolchain() const override { return "none"; }
+  harness::CallOutcome call(harness::RawCall& c) override {
+    if (bug_ == Bug::writes_first) std::fill(c.out.bytes.begin(), c.out.bytes.end(), std::uint8_t{0});
+    if (bug_ == Bug::accepts_all) return {};
+    if (bug_ == Bug::refuses_all) return {true, "no", std::nullopt, false};
+    harness::CallOutcome o = reference_->call(c);
+    if (bug_ == Bug::refuses_for_another_clause && o.clause) o.clause = Clause::geometry_override;
+    return o;
+  }
+
+ private:
+  Bug bug_;
+  std::unique_ptr<harness::Backend> reference_ = harness::make_backend("reference");
+};
+
+// The judge of refusals fails each way of getting them wrong, naming it.
+TEST(Refusals, TheJudgeFailsEachWayOfGettingARefusalWrong) {
+  HostCase host = materialize(harness::CaseBuilder("refusals").heads(2).query_len(2).world(2).rank(1).bound(512)
+                                  .pages(3).lens({300, 5}).table({0, 1, 2, 0, 1, 2, 0, 1}).build());
+  const std::pair<MisRefusing::Bug, const char*> bugs[] = {
+      {MisRefusing::Bug::writes_first, "wrote before refusing: out changed"},
+      {MisRefusing::Bug::accepts_all, "clause query_layout (idx_q [T, H, 64]: a head dimension other than 128): accepted the call"},
+      {MisRefusing::Bug::refuses_all, "refused a valid call"},
+      {MisRefusing::Bug::refuses_for_another_clause, "refused for another clause, geometry_override"},
+  };
+  for (const auto& [bug, says] : bugs) {
+    MisRefusing b(bug);
+    const std::string failed = harness::judge_refusals(b, host);
+    EXPECT_NE(failed.find(says), std::string::npos) << "expected \"" << says << "\" in: " << failed;
+  }
 }
 
 }  // namespace

@@ -384,6 +384,10 @@ int main(int argc, char** argv) {
   check_cmd->add_flag("--capture", capture,
                       "score each fixture through a graph recorded on a dummy batch of its shapes at its bound, "
                       "then replayed with the fixture's contents (out given)");
+  bool refusals = false;
+  check_cmd->add_flag("--refusals", refusals,
+                      "hand the backend each fixture's call, then that call with one clause of the contract's "
+                      "validation broken at a time: each must be refused with nothing written (out given)");
 
   CheckOptions drawn;  // fuzz's and the gate's drawn checks
   drawn.campaign.cases = 100;
@@ -525,6 +529,9 @@ int main(int argc, char** argv) {
         throw CLI::ValidationError("--capture", "a replay writes into the captured out: it takes --out-mode given, not " + check_mode);
       if (capture && repeat != 1)
         throw CLI::ValidationError("--capture", "a replay is one call: it takes no --repeat, got " + std::to_string(repeat));
+      if (refusals && (capture || check_mode != "given" || repeat != 1))
+        throw CLI::ValidationError("--refusals", "the refusals pass out given, once, outside a capture: it takes no --capture, "
+                                                 "--repeat or --out-mode other than given");
       if (paths.empty()) paths.push_back(default_corpus());
       const std::vector<fs::path> files = fixture_files(paths);
       const auto b = harness::make_backend(backend, port);
@@ -532,6 +539,7 @@ int main(int argc, char** argv) {
       co.modes = modes_named(check_mode);
       co.repeat = repeat;
       co.capture = capture;
+      co.refusals = refusals;
       co.print = !as_json;
       co.budget = &budget;
       co.min_cases = min_cases;

@@ -125,6 +125,26 @@ class ReferenceBackend : public Backend {
   Oracle oracle() const override { return Oracle::plain_loop; }
   std::string toolchain() const override { return "the reference, " + host_toolchain(); }
   gen::CaseLimits fuzz_limits() const override { return {}; }
+  CallOutcome call(RawCall& call) override {
+    CallOutcome o;
+    try {
+      const ScoreArgs args = call.args();
+      const OutDecision d = decide_out(args, validate(args), false);
+      if (d.use_given) {
+        score_shard(args);
+      } else {
+        ScoreArgs fresh = args;
+        fresh.out.reset();
+        score_shard(fresh);
+        o.fresh = true;
+      }
+    } catch (const ContractError& e) {
+      o.refused = true;
+      o.reason = e.what();
+      o.clause = e.clause();
+    }
+    return o;
+  }
   Scored score(HostCase& host, OutMode mode) override {
     ScoreArgs args = host.args();
     Scored s;

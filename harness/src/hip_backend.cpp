@@ -179,6 +179,38 @@ class HipBackend : public Backend {
     return s;
   }
 
+  // Each storage on the device where its view shares idx_q's device, on the
+  // host where a breach moved it; every one read back after the call.
+  CallOutcome call(RawCall& c) override {
+    const Device here = c.idx_q.view.device;
+    RawTensor* all[] = {&c.idx_q, &c.index_cache, &c.block_table, &c.seq_lens, &c.out};
+    std::vector<DeviceBuffer> on_device;
+    on_device.reserve(5);
+    ScoreArgs a = c.args();
+    TensorRef* refs[] = {&a.idx_q, &a.index_cache, &a.block_table, &a.seq_lens, &*a.out};
+    for (int k = 0; k < 5; ++k) {
+      on_device.emplace_back(all[k]->bytes.size());
+      if (all[k]->view.device != here) continue;
+      on_device.back().upload(all[k]->bytes.data(), all[k]->bytes.size(), stream_);
+      refs[k]->data = on_device.back().get();
+      refs[k]->device = {Device::Kind::gpu, 0};
+    }
+    check_hip(hipStreamSynchronize(stream_), "upload");
+    CallOutcome o;
+    try {
+      const LaunchResult r = indexer_context_scores(a, stream_, std::nullopt);
+      check_hip(hipStreamSynchronize(stream_), "kernel");
+      o.fresh = !r.used_given_out;
+    } catch (const ContractError& e) {
+      o.refused = true;
+      o.reason = e.what();
+      o.clause = e.clause();
+    }
+    for (int k = 0; k < 5; ++k)
+      if (all[k]->view.device == here) on_device[static_cast<std::size_t>(k)].download(all[k]->bytes.data(), all[k]->bytes.size());
+    return o;
+  }
+
   std::unique_ptr<CapturedScore> capture(HostCase& dummy, std::int64_t captured_bound) override {
     return std::make_unique<HipCapture>(dummy, captured_bound, stream_);
   }

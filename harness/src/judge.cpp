@@ -168,6 +168,14 @@ std::string printable(const std::string& s) {
   return o;
 }
 
+std::string printable_lines(const std::string& text, const std::string& joint) {
+  std::string out;
+  std::size_t from = 0;
+  for (std::size_t nl; (nl = text.find('\n', from)) != std::string::npos; from = nl + 1)
+    out += printable(text.substr(from, nl - from)) + joint;
+  return out + printable(text.substr(from));
+}
+
 std::string shell_quoted(const std::string& s) {
   const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("/._-+=:,@%", c) != nullptr;
@@ -226,6 +234,10 @@ Verdict judged(Backend& backend, HostCase& host, const JudgeOptions& options, st
     v.error = std::string("the case itself breaks the contract (") + clause_name(e.clause()) + "): " + e.what();
     return v;
   }
+  if (options.refusals) {
+    v.error = judge_refusals(backend, host);
+    return v;
+  }
   run_into(v, backend, host, expected, options.repeat, scores);
   return v;
 }
@@ -234,7 +246,8 @@ Verdict judged(Backend& backend, HostCase& host, const JudgeOptions& options, st
 
 std::string replay_flags(const Backend& backend, const JudgeOptions& options) {
   return backend.replay_flags() + out_mode_flags(options.out) +
-         (options.repeat > 1 ? " --repeat " + std::to_string(options.repeat) : "") + (options.capture ? " --capture" : "");
+         (options.repeat > 1 ? " --repeat " + std::to_string(options.repeat) : "") + (options.capture ? " --capture" : "") +
+         (options.refusals ? " --refusals" : "");
 }
 
 Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& options) {
@@ -262,7 +275,9 @@ Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& op
   v.backend = backend.name();
   v.oracle = "the fixture's expectation";
   HostCase host = f.host();
-  if (options.capture) {
+  if (options.refusals) {
+    v.error = judge_refusals(backend, host);
+  } else if (options.capture) {
     if (options.out != OutMode::given || options.repeat != 1)
       throw std::invalid_argument("a replay is one call with out given: capture takes neither another out mode nor repeats");
     replay_into(v, backend, host, f.oracle());

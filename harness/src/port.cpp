@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -366,6 +367,52 @@ SafeTensors call_message(const char* kind, const HostCase& host, OutMode mode, s
   return st;
 }
 
+StDType wire_dtype(DType d) {
+  switch (d) {
+    case DType::bf16: return StDType::bf16;
+    case DType::f16: return StDType::f16;
+    case DType::f32: return StDType::f32;
+    case DType::i32: return StDType::i32;
+    case DType::i64: return StDType::i64;
+    case DType::u8: return StDType::u8;
+    case DType::f8e4m3: break;
+  }
+  throw std::invalid_argument(std::string("a call in ") + dtype_name(d) + ", which the port protocol does not carry");
+}
+
+const char* const kCallTensors[] = {"idx_q", "index_cache", "block_table", "seq_lens", "out"};
+
+RawTensor& call_tensor(RawCall& c, int k) {
+  RawTensor* all[] = {&c.idx_q, &c.index_cache, &c.block_table, &c.seq_lens, &c.out};
+  return *all[k];
+}
+
+// Any call, valid or not, as a `score` request: each storage in its own
+// dtype, every view's shape and strides.
+SafeTensors raw_message(RawCall& c) {
+  SafeTensors st;
+  auto& m = st.metadata;
+  m["message"] = "score";
+  for (int k = 0; k < 5; ++k) {
+    RawTensor& t = call_tensor(c, k);
+    StTensor s;
+    s.dtype = wire_dtype(t.view.dtype);
+    s.shape = {static_cast<std::int64_t>(t.bytes.size() / st_dtype_size(s.dtype))};
+    s.bytes = t.bytes;
+    st.tensors.emplace_back(kCallTensors[k], std::move(s));
+    const std::vector<std::int64_t> shape(t.view.shape.begin(), t.view.shape.begin() + t.view.ndim);
+    const std::vector<std::int64_t> strides(t.view.strides.begin(), t.view.strides.begin() + t.view.ndim);
+    m[std::string(kCallTensors[k]) + "_shape"] = join(shape);
+    m[std::string(kCallTensors[k]) + "_strides"] = join(strides);
+  }
+  m["max_seq_len"] = std::to_string(c.max_seq_len);
+  m["rank"] = std::to_string(c.rank);
+  m["world_size"] = std::to_string(c.world);
+  m["max_query_len"] = std::to_string(c.max_query_len);
+  m["sm_scale"] = decimal(c.sm_scale);
+  return st;
+}
+
 class PortBackend : public Backend, public PortBackendApi {
  public:
   explicit PortBackend(std::string command) : command_(std::move(command)) {
@@ -394,6 +441,45 @@ class PortBackend : public Backend, public PortBackendApi {
   }
 
   std::unique_ptr<CapturedScore> capture(HostCase& dummy, std::int64_t captured_bound) override;
+
+  bool places_tensors() const override { return false; }
+  std::string refusals_absence() override {
+    return supports("refuse") ? "" : "the port's hello does not offer `refuse` (PROTOCOL.md): it cannot be handed a call that breaks the contract";
+  }
+
+  // An `error` reply to a `score` carries the storages as the failed call
+  // left them (PROTOCOL.md): what shows that a refusal wrote nothing.
+  CallOutcome call(RawCall& c) override {
+    std::uint64_t bound = kReplyHeaderAllowance;
+    for (int k = 0; k < 5; ++k) bound += call_tensor(c, k).bytes.size();
+    const std::int64_t heads = std::max<std::int64_t>(c.idx_q.view.shape[1], 0);
+    bound += static_cast<std::uint64_t>(heads * c.idx_q.view.shape[0] * local_slots(global_blocks(std::max<std::int64_t>(c.max_seq_len, 1)), std::max<std::int64_t>(c.world, 1))) * 4;
+    const SafeTensors reply = exchange(raw_message(c), "scores", bound, true);
+    CallOutcome o;
+    o.refused = reply.metadata.at("message") == "error";
+    o.fresh = reply.find("fresh") != nullptr;
+    if (o.refused) {
+      const auto why = reply.metadata.find("reason");
+      o.reason = why == reply.metadata.end() ? "(no reason given)" : printable(why->second).substr(0, 1000);
+    }
+    for (const auto& [name, t] : reply.tensors)
+      if (name != "fresh" && std::find(std::begin(kCallTensors), std::end(kCallTensors), name) == std::end(kCallTensors))
+        fail("replied with an unexpected tensor `" + name + "`");
+    for (int k = 0; k < 5; ++k) {
+      if (!o.refused && k < 4) continue;  // a `scores` reply carries out only
+      RawTensor& t = call_tensor(c, k);
+      const StTensor* got = reply.find(kCallTensors[k]);
+      if (!got)
+        fail(std::string("answered `") + (o.refused ? "error" : "scores") + "` without the " + kCallTensors[k] +
+             " storage (an error to a `score` carries every storage as the call left it)");
+      if (got->dtype != wire_dtype(t.view.dtype) || got->bytes.size() != t.bytes.size())
+        fail(std::string("replied with ") + kCallTensors[k] + " " + st_dtype_name(got->dtype) + " of " +
+             std::to_string(got->bytes.size()) + " bytes, expected " + st_dtype_name(wire_dtype(t.view.dtype)) + " of " +
+             std::to_string(t.bytes.size()) + " (the storage it was given)");
+      t.bytes = got->bytes;
+    }
+    return o;
+  }
 
   // The port times itself on its device (PROTOCOL.md, `time`).
   Timing time(HostCase& host, int calls) override {
@@ -458,9 +544,11 @@ class PortBackend : public Backend, public PortBackendApi {
   }
 
   // Sends one request, returns the reply of kind `want` (an `error` reply
-  // becomes a BackendError with the port's message). Any failure kills the
+  // becomes a BackendError with the port's message, or is returned when
+  // `error_is_reply`). Any failure kills the
   // child; the next request starts a new one.
-  SafeTensors exchange(const SafeTensors& request, const std::string& want, std::uint64_t max_reply_bytes) {
+  SafeTensors exchange(const SafeTensors& request, const std::string& want, std::uint64_t max_reply_bytes,
+                       bool error_is_reply = false) {
     ensure_started();
     std::string reported;
     try {
@@ -475,7 +563,9 @@ class PortBackend : public Backend, public PortBackendApi {
       }
       const auto kind = reply.metadata.find("message");
       if (kind == reply.metadata.end()) fail("sent a reply without a \"message\" kind");
-      if (kind->second == "error") {
+      if (kind->second == "error" && error_is_reply) {
+        return reply;
+      } else if (kind->second == "error") {
         const auto why = reply.metadata.find("reason");
         reported = why != reply.metadata.end() ? why->second : std::string("(no reason given)");
       } else if (kind->second != want) {

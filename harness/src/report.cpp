@@ -79,7 +79,7 @@ std::string Report::table() const {
     int shown = 0;
     for (const Row& r : s.rows)
       if (!r.ok && shown++ < 5)
-        o << "    FAIL " << printable(r.name) << ": " << printable(r.message)
+        o << "    FAIL " << printable(r.name) << ": " << printable_lines(r.message, "\n      ")
           << (r.spec.empty() ? "" : "\n      case: " + printable(r.spec))
           << (r.where.empty() ? "" : "\n      fixture: " + printable(r.where)) << "\n";
   }

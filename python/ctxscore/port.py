@@ -78,22 +78,60 @@ def load(spec, what):
         raise SystemExit(f"{what}: cannot load {spec}: {e}")
 
 
+# A storage's dtype on the wire, by its numpy dtype (BF16 arrives as uint16 bits).
+WIRE_DTYPES = {np.dtype(np.uint16): "bf16", np.dtype(np.float16): "f16", np.dtype(np.float32): "f32",
+               np.dtype(np.int32): "i32", np.dtype(np.int64): "i64"}
+
+
+def wire_dtype(name, storage):
+    if storage.dtype not in WIRE_DTYPES:
+        raise ValueError(f"{name}: a storage of {storage.dtype}, expected one of BF16, F16, F32, I32, I64")
+    return WIRE_DTYPES[storage.dtype]
+
+
+def fits(name, storage, shape, strides):
+    """A view must lie inside its storage: the harness sends one that does."""
+    if len(shape) != len(strides) or any(n < 0 for n in shape) or any(s < 0 for s in strides):
+        raise ValueError(f"{name}: shape {shape} with strides {strides}, expected as many non-negative of each")
+    if 0 not in shape and sum((n - 1) * s for n, s in zip(shape, strides)) >= storage.size:
+        raise ValueError(f"{name}: shape {shape} with strides {strides} reaches past its storage of {storage.size}")
+
+
 class Call:
-    """A request's buffers as views over fresh storages, and its arguments."""
+    """A request's buffers as views over fresh storages, and its arguments.
+    Each view's dtype is its storage's; shapes and strides as the request
+    says (a call that breaks the contract arrives as it is, for the function
+    to refuse)."""
+
+    NAMES = ("idx_q", "index_cache", "block_table", "seq_lens", "out")
 
     def __init__(self, buffers, t, m):
-        self.m = m
-        self.q, self.q_base = buffers.view(t["idx_q"], ints(m["idx_q_shape"]), ints(m["idx_q_strides"]), "bf16")
-        cache_shape = ints(m["index_cache_shape"])
-        self.cache, self.cache_base = buffers.view(t["index_cache"], cache_shape, (16384, 128, 1), "bf16")
-        self.table, self.table_base = buffers.view(t["block_table"], ints(m["block_table_shape"]),
-                                                   ints(m["block_table_strides"]), "i32")
-        self.lens, self.lens_base = buffers.view(t["seq_lens"], t["seq_lens"].shape, (1,), "i32")
-        self.out = self.out_base = None
-        if "out" in t:
-            self.out, self.out_base = buffers.view(t["out"], ints(m["out_shape"]), ints(m["out_strides"]), "f32")
+        self.m, self.buffers = m, buffers
+        default_strides = {"index_cache": "16384,128,1", "seq_lens": "1"}
+        self.views, self.bases, self.dtypes = {}, {}, {}
+        for name in self.NAMES:
+            if name not in t:
+                if name == "out":
+                    continue
+                raise ValueError(f"a request without {name}")
+            storage = t[name]
+            shape = ints(m[f"{name}_shape"]) if f"{name}_shape" in m else tuple(storage.shape)
+            strides = ints(m[f"{name}_strides"]) if f"{name}_strides" in m else ints(default_strides[name])
+            fits(name, storage, shape, strides)
+            self.dtypes[name] = wire_dtype(name, storage)
+            self.views[name], self.bases[name] = buffers.view(storage, shape, strides, self.dtypes[name])
+        self.q, self.q_base = self.views["idx_q"], self.bases["idx_q"]
+        self.cache, self.cache_base = self.views["index_cache"], self.bases["index_cache"]
+        self.table, self.table_base = self.views["block_table"], self.bases["block_table"]
+        self.lens, self.lens_base = self.views["seq_lens"], self.bases["seq_lens"]
+        self.out, self.out_base = self.views.get("out"), self.bases.get("out")
         self.args = (int(m["max_seq_len"]), int(m["rank"]), int(m["world_size"]), int(m["max_query_len"]),
                      float(m["sm_scale"]))
+
+    def storages(self):
+        """Every storage as the call left it, in its wire dtype."""
+        self.buffers.synchronize()
+        return {name: self.buffers.storage_bits(self.bases[name], self.dtypes[name]) for name in self.bases}
 
     def run(self, fn, max_seq_len=None):
         S, rank, world, ql, scale = self.args
@@ -111,6 +149,14 @@ def shares(a, b):
     return np.shares_memory(a, b)
 
 
+class Refused(Exception):
+    """The function raised on a `score`: its exception, and every storage as it left them."""
+
+    def __init__(self, raised, storages):
+        super().__init__(str(raised))
+        self.raised, self.storages = raised, storages
+
+
 class Worker:
     def __init__(self, fn, geometry, buffers, name):
         self.fn, self.geometry_fn, self.buffers, self.name = fn, geometry, buffers, name
@@ -123,7 +169,7 @@ class Worker:
     def hello(self, t, m):
         if m.get("protocol", str(PROTOCOL_VERSION)) != str(PROTOCOL_VERSION):
             raise ValueError(f"the harness speaks protocol {m['protocol']!r}, this worker protocol {PROTOCOL_VERSION}")
-        supports = ["score", "time"] + (["capture"] if self.can_capture() else []) + (["geometry"] if self.geometry_fn else [])
+        supports = ["score", "time", "refuse"] + (["capture"] if self.can_capture() else []) + (["geometry"] if self.geometry_fn else [])
         return {}, {"message": "hello", "name": self.name, "supports": ",".join(supports),
                     "protocol": str(PROTOCOL_VERSION), "toolchain": self.toolchain()}
 
@@ -160,7 +206,11 @@ class Worker:
 
     def score(self, t, m):
         call = Call(self.buffers, t, m)
-        return self.reply_scores(call, call.run(self.fn))
+        try:
+            got = call.run(self.fn)
+        except Exception as e:
+            raise Refused(e, call.storages()) from e
+        return self.reply_scores(call, got)
 
     def capture(self, t, m):
         if not self.can_capture():
@@ -319,8 +369,11 @@ class Worker:
                     raise ValueError(f"unknown request {kind!r}")
                 tensors, meta = handlers[kind](t, m)
             except Exception as e:  # the implementation raised: the harness judges it, the port lives on
-                tail = traceback.format_exc().strip().splitlines()[-3:]
-                tensors, meta = {}, {"message": "error", "reason": f"{type(e).__name__}: {e} ({' / '.join(tail)})"}
+                tensors = {}
+                if isinstance(e, Refused):  # the storages show whether it wrote before it raised
+                    tensors, e = e.storages, e.raised
+                tail = "".join(traceback.format_exception(e)).strip().splitlines()[-3:]
+                meta = {"message": "error", "reason": f"{type(e).__name__}: {e} ({' / '.join(tail)})"}
             write_frame(stdout, safetensors.encode(tensors, meta))
 
 

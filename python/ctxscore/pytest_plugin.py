@@ -42,8 +42,8 @@ import pytest
 from .cli import binary as bundled_binary
 
 # The checks, in the order the gate runs them (`ctxscore gate --list` says what each catches).
-CHECKS = ("fuzz", "repeatability", "batch_invariance", "shard_columns", "selection", "capture", "corpus",
-          "corpus_capture", "geometry", "large_offsets")
+CHECKS = ("fuzz", "repeatability", "batch_invariance", "shard_columns", "selection", "capture", "refusals",
+          "corpus", "corpus_capture", "geometry", "large_offsets")
 
 _current_request = None
 

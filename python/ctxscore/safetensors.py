@@ -7,7 +7,7 @@ import struct
 
 import numpy as np
 
-DTYPES = {"BF16": np.uint16, "F32": np.float32, "I32": np.int32, "U8": np.uint8}
+DTYPES = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32, "I32": np.int32, "I64": np.int64, "U8": np.uint8}
 NAMES = {np.dtype(v).str: k for k, v in DTYPES.items()}
 
 
@@ -78,7 +78,7 @@ def encode(tensors, metadata):
         a = np.ascontiguousarray(array)
         dtype = NAMES.get(a.dtype.str)  # uint16 arrays are BF16 bits
         if dtype is None:
-            raise TypeError(f"{name}: dtype {a.dtype} has no safetensors name here (BF16, F32, I32, U8)")
+            raise TypeError(f"{name}: dtype {a.dtype} has no safetensors name here (BF16, F16, F32, I32, I64, U8)")
         blob = a.tobytes()
         header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)

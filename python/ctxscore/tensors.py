@@ -28,7 +28,8 @@ class Buffers:
             self.torch = torch
 
     def view(self, storage, shape, strides, dtype):
-        """A view over a copy of `storage` (1-D numpy: uint16 bf16 bits, int32 or float32)."""
+        """A view over a copy of `storage` (1-D numpy: uint16 bf16 bits, or the
+        dtype itself: float16, float32, int32, int64)."""
         if self.kind == "numpy":
             base = widen_bf16(storage) if dtype == "bf16" else np.array(storage, copy=True)
             return np.lib.stride_tricks.as_strided(base, shape, [s * base.itemsize for s in strides]), base
@@ -39,6 +40,14 @@ class Buffers:
             base = torch.from_numpy(np.array(storage, copy=True))
         base = base.to(self.device)
         return torch.as_strided(base, tuple(shape), tuple(strides)), base
+
+    def storage_bits(self, base, dtype):
+        """A storage back on the host in its wire dtype (bf16 as uint16 bits)."""
+        if dtype != "bf16":
+            return np.ascontiguousarray(self.storage_values(base))
+        if self.kind == "numpy":
+            return (np.asarray(base).view(np.uint32) >> 16).astype(np.uint16)
+        return base.detach().view(self.torch.int16).cpu().numpy().view(np.uint16)
 
     def storage_values(self, base):
         """A storage back on the host as numpy (float32 or int32)."""

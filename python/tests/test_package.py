@@ -95,8 +95,54 @@ def test_port_runs_as_a_module_and_answers_hello():
 
     write_frame(p.stdin, safetensors.encode({}, {"message": "hello", "protocol": str(PROTOCOL_VERSION)}))
     _, meta = safetensors.decode(read_frame(p.stdout), "reply")
-    assert meta["message"] == "hello" and meta["supports"] == "score,time", meta
+    assert meta["message"] == "hello" and meta["supports"] == "score,time,refuse", meta
     assert meta["protocol"] == str(PROTOCOL_VERSION) and meta["toolchain"].startswith("python "), meta
     write_frame(p.stdin, safetensors.encode({}, {"message": "bye"}))
     assert safetensors.decode(read_frame(p.stdout), "reply")[1]["message"] == "bye"
     assert p.wait(timeout=10) == 0
+
+
+def _refused(function, storages, **metadata):
+    """The worker's reply to one `score` of `function` (a numpy port)."""
+    from ctxscore import safetensors
+    from ctxscore.port import read_frame, write_frame
+
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    p = subprocess.Popen([sys.executable, "-m", "ctxscore.port", f"ctxscore.ports.numpy_port:{function}", "--tensors",
+                          "numpy"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    meta = {"message": "score", "idx_q_shape": "2,1,128", "idx_q_strides": "128,128,1", "index_cache_shape": "1,128,128",
+            "block_table_shape": "2,2", "block_table_strides": "2,1", "out_shape": "1,2,2", "out_strides": "4,2,1",
+            "max_seq_len": "256", "rank": "0", "world_size": "1", "max_query_len": "1", "sm_scale": "0.1"}
+    meta.update(metadata)
+    write_frame(p.stdin, safetensors.encode(storages, meta))
+    reply = safetensors.decode(read_frame(p.stdout), "reply")
+    p.stdin.close()
+    assert p.wait(timeout=10) == 0
+    return reply
+
+
+def _call_storages(q_dtype=np.uint16):
+    return {"idx_q": np.full(256, 0x3F80, np.uint16).astype(q_dtype), "index_cache": np.zeros(16384, np.uint16),
+            "block_table": np.zeros(4, np.int32), "seq_lens": np.array([5, 200], np.int32),
+            "out": np.full(4, -12345.0, np.float32)}
+
+
+def test_a_refusal_carries_every_storage_as_the_call_left_it():
+    storages = _call_storages(np.float16)  # fp16 queries: the query dtype clause
+    tensors, meta = _refused("scores", storages)
+    assert meta["message"] == "error" and "idx_q: got float16, expected bf16" in meta["reason"], meta
+    assert sorted(tensors) == sorted(storages)
+    for name, sent in storages.items():
+        assert tensors[name].dtype == sent.dtype and tensors[name].tobytes() == sent.tobytes(), name
+
+
+def test_a_refusal_shows_what_was_written_before_it():
+    tensors, meta = _refused("writes_before_refusing", _call_storages(), world_size="0")
+    assert meta["message"] == "error" and "world_size: got 0" in meta["reason"], meta
+    assert (tensors["out"] == 0).all(), tensors["out"]
+
+
+def test_a_valid_call_in_the_broken_call_layout_is_scored():
+    tensors, meta = _refused("scores", _call_storages(), seq_lens_shape="2", seq_lens_strides="1",
+                             index_cache_strides="16384,128,1")
+    assert meta["message"] == "scores" and sorted(tensors) == ["out"], meta

@@ -28,19 +28,6 @@ std::vector<fs::path> fixture_files(const std::vector<std::string>& inputs) {
   return files;
 }
 
-namespace {
-
-// Each line of `text` made printable, joined by `joint`.
-std::string printable_lines(const std::string& text, const std::string& joint) {
-  std::string out;
-  std::size_t from = 0;
-  for (std::size_t nl; (nl = text.find('\n', from)) != std::string::npos; from = nl + 1)
-    out += printable(text.substr(from, nl - from)) + joint;
-  return out + printable(text.substr(from));
-}
-
-}  // namespace
-
 Suite check_corpus(Backend& b, const std::vector<fs::path>& files, const CorpusOptions& o) {
   Suite s = suite_for(o.capture ? "corpus_capture" : "corpus", b, "the fixtures' expectations");
   s.min_cases = o.min_cases >= 0 ? o.min_cases : static_cast<std::int64_t>(files.size() * o.modes.size());
@@ -64,6 +51,7 @@ Suite check_corpus(Backend& b, const std::vector<fs::path>& files, const CorpusO
       jo.out = m;
       jo.repeat = o.repeat;
       jo.capture = o.capture;
+      jo.refusals = o.refusals;
       Verdict v;
       try {
         v = run_and_judge(b, f, jo);

@@ -23,6 +23,7 @@ const std::vector<CheckEntry>& entries() {
       {"shard_columns", "each rank's columns are bitwise the world-1 columns of their blocks (rank-dependent rounding)", 5},
       {"selection", "the merged top-16 over every rank is the reference's selection, under both tie rules", 3},
       {"capture", "a graph recorded on a dummy batch replays later batches right, bitwise as plain calls", 2},
+      {"refusals", "a call breaking one clause of the contract's validation is refused before anything is written", 2},
       {"corpus", "every corpus fixture (upstream's tests, peer suites' cases, edge classes), out given, absent, too small", 0},
       {"corpus_capture", "every corpus fixture through a recorded graph", 0},
       {"geometry", "the launch geometry the port reports is the contract's", 0},
@@ -105,6 +106,8 @@ Report run_gate(Backend& b, const GatePlan& plan) {
       s = check_selection(b, o);
     } else if (name == "capture") {
       s = check_capture(b, o);
+    } else if (name == "refusals") {
+      s = check_refusals(b, o);
     } else if (name == "corpus" || name == "corpus_capture") {
       CorpusOptions co;
       co.capture = name == "corpus_capture";

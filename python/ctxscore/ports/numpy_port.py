@@ -21,18 +21,28 @@ past the row's prefix (a poisoned position past every reader's reach turns
 the max into NaN), `max_starts_at_zero` starts the max at 0 (a row whose
 qualifying scores are all negative gets 0), and `max_starts_at_minus_flt_max`
 starts it at −FLT_MAX (a row with no qualifying position gets −3.4e38, not
-−inf)."""
+−inf). Two get a refusal wrong (§7): `skips_table_width_check` scores a
+table narrower than ceil(max_seq_len / 128), reading past each row, and
+`writes_before_refusing` clears `out` before it checks its arguments."""
 import collections
 import hashlib
 
 import numpy as np
+
+from .validation import check_call
 
 LOG2E_LITERAL = 1.4426950409  # the literal SCALE is formed with
 
 
 def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale, out,
             cutoff_slack=0, sum_order=None, mask_by_arithmetic=False, length_bits=None, rank_sum_order=None,
-            offset_bits=None, mask_bias=False, max_start=None):
+            offset_bits=None, mask_bias=False, max_start=None, skip_checks=(), write_first=False):
+    if write_first and out is not None:  # clears out before it looks at the arguments
+        out[...] = 0
+    check_call(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, skip_checks)
+    if "table_width" in skip_checks:  # reads past a narrow row, as a kernel would: the row's next elements in memory
+        table_reach = max(block_table.shape[1], -(-max_seq_len // 128))
+        block_table = np.lib.stride_tricks.as_strided(block_table, (block_table.shape[0], table_reach), block_table.strides)
     T, H, _ = idx_q.shape
     P = index_cache.shape[0]
     G = -(-max_seq_len // 128)
@@ -166,3 +176,15 @@ def max_starts_at_minus_flt_max(idx_q, index_cache, block_table, seq_lens, max_s
                                 max_query_len, sm_scale, out=None):
     return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
                    out, max_start=float(-np.finfo(np.float32).max))
+
+
+def skips_table_width_check(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                            sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, skip_checks=("table_width",))
+
+
+def writes_before_refusing(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                           sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, write_first=True)

@@ -15,6 +15,8 @@ written from CONTRACT.md §6 for the harness's geometry fuzzing.
 """
 import torch
 
+from .validation import check_call
+
 LOG2E_LITERAL = 1.4426950409
 SLOT_PAGES = 2048  # pages widened to fp64 at once: a bounded working set
 
@@ -25,6 +27,7 @@ def ceil_div(a, b):
 
 def scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
            out=None):
+    check_call(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len)
     T, H, D = idx_q.shape
     B = seq_lens.shape[0]
     P = index_cache.shape[0]

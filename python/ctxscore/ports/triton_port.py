@@ -22,6 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .validation import check_call
+
 LOG2E_LITERAL = 1.4426950409
 TARGET_GRID, MIN_BLOCKS = 1 << 14, 3
 
@@ -127,6 +129,7 @@ _workspaces = {}
 
 def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale, out,
             bug, specialize=False):
+    check_call(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len)
     tokens, heads, _ = idx_q.shape
     batch = seq_lens.numel()
     blocks = triton.cdiv(max_seq_len, 128)

@@ -17,6 +17,7 @@
 #include "ctxscore/case.hpp"
 #include "ctxscore/harness/case_limits.hpp"
 #include "ctxscore/harness/out_mode.hpp"
+#include "ctxscore/harness/refusals.hpp"
 #include "ctxscore/score.hpp"
 
 namespace ctxscore::harness {
@@ -89,6 +90,16 @@ class Backend {
   // the sentinel. Throws BackendError when the backend misbehaves,
   // ContractError when it rejects the arguments.
   virtual Scored score(HostCase& host, OutMode mode) = 0;
+  // Runs the operator on any call, valid or not (refusals.hpp); `call`'s
+  // storages receive what the call left in them. A refusal is an outcome,
+  // not an exception; throws BackendError when the backend misbehaves.
+  virtual CallOutcome call(RawCall& call) = 0;
+  // Whether the backend can be handed tensors on different devices (a
+  // port's protocol carries no devices).
+  virtual bool places_tensors() const { return true; }
+  // Why the backend cannot be handed a call that breaks the contract (a
+  // port whose hello does not offer `refuse`); empty when it can.
+  virtual std::string refusals_absence() { return ""; }
   // Graph capture: nullptr when the backend cannot record one. `captured_bound`
   // is the S the capture is made with (the dummy's own lengths must not size it).
   virtual std::unique_ptr<CapturedScore> capture(HostCase& dummy, std::int64_t captured_bound);

@@ -9,6 +9,7 @@
 //   selection         the merged top-16 of every rank is the reference's selection (§9)
 //   capture           a graph recorded on a dummy batch at the bound replays every
 //                     later batch correctly, and bitwise as a plain call
+//   refusals          a call that breaks one clause of §7 is refused, nothing written
 //   corpus            every fixture, out given, absent and too small
 //   corpus_capture    every fixture through a recorded graph
 //   geometry          the launch geometry a port reports against §6
@@ -47,6 +48,7 @@ Suite check_batch_invariance(Backend& b, const CheckOptions& o);
 Suite check_shard_columns(Backend& b, const CheckOptions& o);
 Suite check_selection(Backend& b, const CheckOptions& o);
 Suite check_capture(Backend& b, const CheckOptions& o);
+Suite check_refusals(Backend& b, const CheckOptions& o);
 
 // Why `b` cannot record a graph here (a one-token probe returned none);
 // empty when it can. A probe that raises throws BackendError naming it.
@@ -60,6 +62,7 @@ struct CorpusOptions {
   std::vector<OutMode> modes = {OutMode::given};
   int repeat = 1;
   bool capture = false;  // through a recorded graph (out given)
+  bool refusals = false;  // each fixture's call with one clause of §7 broken at a time (refusals.hpp)
   bool print = false;    // a line per call on stdout
   std::int64_t min_cases = -1;  // -1: every fixture in every mode
   const TimeBudget* budget = nullptr;

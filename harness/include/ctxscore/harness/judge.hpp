@@ -28,6 +28,10 @@ struct JudgeOptions {
   // dummy batch of the case's shapes (one token per request, page 0) at its
   // bound, the case written into the captured buffers, replayed. Out given.
   bool capture = false;
+  // Hand the backend the case's call and then, one at a time, that call
+  // with one clause of §7 broken (refusals.hpp): each must be refused with
+  // every storage unchanged. Out given; nothing is scored against an oracle.
+  bool refusals = false;
 };
 
 struct Verdict {
@@ -71,6 +75,8 @@ std::string replay_flags(const Backend& backend, const JudgeOptions& options);
 // `s` with control bytes (and DEL) and bytes of no valid UTF-8 character
 // escaped as \xNN: text from a fixture or a port is shown on a terminal only so.
 std::string printable(const std::string& s);
+// Each line of `text` made printable, joined by `joint`.
+std::string printable_lines(const std::string& text, const std::string& joint);
 // The length of the valid UTF-8 character (an XML 1.0 one) at s[i]; 0 when there is none.
 std::size_t utf8_char_length(const std::string& s, std::size_t i);
 // `s` as one word for /bin/sh: as it is when that is safe, else single-quoted.
