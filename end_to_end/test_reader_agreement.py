@@ -9,6 +9,8 @@ import resource
 import subprocess
 import sys
 
+import numpy as np
+
 from conftest import SOURCE
 from fixture_mutations import variants
 
@@ -60,3 +62,28 @@ def test_both_readers_classify_every_variant_alike(ctxscore_bin, tmp_path):
     accepted = len(names) - len(cpp_bad)
     print(f"{len(names)} variants, {len(cpp_bad)} BAD in both, {accepted} accepted by both")
     assert 0 < accepted < len(names) // 4, accepted  # some variants are valid on purpose; most are not
+
+
+def test_a_fixture_whose_expectations_are_wrong_is_refused_by_both_readers(ctxscore_bin, tmp_path):
+    """A well-formed fixture whose `expected` scores are off (as a port that
+    scales by the wrong sm_scale would write them) judges nobody: both
+    readers refuse it, naming `expected` and the first element off."""
+    from ctxscore import safetensors
+
+    tensors, meta = safetensors.decode(open(os.path.join(CORPUS, "strided_layouts.safetensors"), "rb").read(), "source")
+    expected = tensors["expected"].copy()
+    written = (tensors["written"] != 0)[None, :, :] & np.isfinite(expected)
+    assert written.any()
+    expected[written] *= np.float32(1.25)
+    tensors["expected"] = expected
+    path = tmp_path / "scaled_expectations.safetensors"
+    path.write_bytes(safetensors.encode(tensors, meta))
+
+    done = subprocess.run([ctxscore_bin, "fixtures", "check", str(path), "--backend", "reference"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "expected: " in done.stdout and "but the inputs give" in done.stdout, done.stdout
+    try:
+        fx.read(str(path))
+        raise AssertionError("the Python reader accepted a fixture whose expectations are wrong")
+    except fx.FixtureError as e:
+        assert e.field == "expected" and "but the inputs give" in str(e), str(e)

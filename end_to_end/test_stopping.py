@@ -1,7 +1,7 @@
 """A run stopped early still reports: SIGTERM, SIGINT, SIGHUP and SIGQUIT
 end it with the report of the cases judged so far, its JUnit file and exit
 status 3, and leave no port process behind (nor a daemon the port started)
-and no temporary file; a time budget ends it cleanly, but a check that
+and no temporary file; SIGKILL of the harness takes its port with it; a time budget ends it cleanly, but a check that
 judged fewer cases than asked fails unless a lower floor is named; away
 from a terminal a progress line comes about every 10 s."""
 import json
@@ -53,6 +53,28 @@ def test_a_signal_ends_the_run_with_a_report_a_junit_file_and_exit_3(ctxscore_bi
     assert not (tmp_path / "report.xml.partial").exists()
     assert no_process_left(marker)
     assert os.listdir(temp) == []  # the port's stderr file was unlinked as soon as it was open
+
+
+def test_a_killed_harness_takes_its_port_with_it(ctxscore_bin, tmp_path):
+    """SIGKILL leaves the harness no moment to end its port: the port dies
+    with it (PR_SET_PDEATHSIG), even one that never reads its stdin."""
+    marker = str(900000 + os.getpid() % 99999)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    p = subprocess.Popen([ctxscore_bin, "fuzz", "--port", f"sleep {marker}", "--cases", "10", "--case-size", "small"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                         env=dict(os.environ, CTXSCORE_FAILURE_DIR=str(tmp_path / "failures"), TMPDIR=str(temp)))
+    deadline = time.time() + 10
+    while no_process_left(f"sleep\0{marker}") and time.time() < deadline:
+        time.sleep(0.1)
+    assert not no_process_left(f"sleep\0{marker}")  # the port runs, waiting for nothing
+    p.kill()
+    p.communicate(timeout=10)
+    deadline = time.time() + 5
+    while not no_process_left(f"sleep\0{marker}") and time.time() < deadline:
+        time.sleep(0.1)
+    assert no_process_left(f"sleep\0{marker}")
+    assert os.listdir(temp) == []
 
 
 def test_a_time_budget_ends_the_run_cleanly_and_says_so(ctxscore_bin, port_command, tmp_path):

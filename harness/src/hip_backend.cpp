@@ -190,7 +190,10 @@ class HipBackend : public Backend {
     TensorRef* refs[] = {&a.idx_q, &a.index_cache, &a.block_table, &a.seq_lens, &*a.out};
     for (int k = 0; k < 5; ++k) {
       on_device.emplace_back(all[k]->bytes.size());
-      if (all[k]->view.device != here) continue;
+      if (all[k]->view.device != here) {
+        refs[k]->device = Device{};  // it stays in host memory, and says so
+        continue;
+      }
       on_device.back().upload(all[k]->bytes.data(), all[k]->bytes.size(), stream_);
       refs[k]->data = on_device.back().get();
       refs[k]->device = {Device::Kind::gpu, 0};

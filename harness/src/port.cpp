@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,6 +131,21 @@ std::string join(const std::vector<std::int64_t>& v) {
   return s;
 }
 
+// The shell line that runs `command`: a simple command (words only: no
+// shell operator, expansion or leading assignment) is exec'd by the shell,
+// so that the port itself is the harness's child and dies with it however
+// the harness dies (PR_SET_PDEATHSIG below). A compound line keeps its shell
+// between them: its processes are ended with their group instead, unless
+// the harness is killed outright.
+std::string shell_line(const std::string& command) {
+  const std::size_t start = command.find_first_not_of(" \t");
+  if (start == std::string::npos || command.find_first_of(";&|<>()`$\\\n*?[]#~{}!", start) != std::string::npos)
+    return command;
+  const std::string first = command.substr(start, command.find_first_of(" \t", start) - start);
+  if (first.find('=') != std::string::npos || first == "exec") return command;
+  return "exec " + command.substr(start);
+}
+
 // One child: its pipes, its process group, its stderr in a temporary file.
 class Child {
  public:
@@ -154,19 +168,24 @@ class Child {
       close(err_read_);  // a constructor that throws runs no destructor: nothing may be left behind
       throw BackendError(std::string("port: pipe: ") + std::strerror(e));
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err, 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-    const int rc = posix_spawn(&pid_, "/bin/sh", &fa, &attr, const_cast<char* const*>(argv), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    const std::string line = shell_line(command);
+    const char* argv[] = {"/bin/sh", "-c", line.c_str(), nullptr};
+    const pid_t parent = getpid();
+    // The child dies with the harness, however the harness dies (SIGKILL
+    // included): PR_SET_PDEATHSIG survives the exec of the shell and of the
+    // command the shell execs. Only system calls run between fork and exec.
+    int rc = 0;
+    pid_ = fork();
+    if (pid_ == 0) {
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);  // the harness is already gone
+      setpgid(0, 0);
+      if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err, 2) < 0) _exit(127);
+      if (err > 2) close(err);
+      execve("/bin/sh", const_cast<char* const*>(argv), environ);
+      _exit(127);
+    }
+    if (pid_ < 0) rc = errno;
+    else setpgid(pid_, pid_);  // also from this side: the group exists before any kill(-pid) below
     close(in[0]);
     close(out[1]);
     close(err);

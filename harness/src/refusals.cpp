@@ -153,7 +153,7 @@ const std::vector<Breach>& breaches() {
       {C::table_layout, "block_table flattened to one dimension", false,
        [](RawCall& c) {
          const TensorRef& v = c.block_table.view;
-         set_view(c.block_table, 1, {(v.shape[0] - 1) * v.strides[0] + v.shape[1]}, {1});
+         set_view(c.block_table, 1, {v.shape[0] * v.shape[1]}, {1});
          return true;
        }},
       {C::table_dtype, "block_table in int64, not int32", false,

@@ -13,8 +13,10 @@ function writes in place) and once with out=None (it returns fresh
 [H, >=T, >=L] scores). Tensors are torch bf16/int32/fp32 on --device when
 torch is importable, else numpy float32 (exact widenings of bf16). A fixture
 that does not read is reported as BAD, apart from an implementation that
-fails (FAIL). Fixtures of format 2 also judge the implementation's local
-top-k selection under both tie rules, near-ties exempt.
+fails (FAIL). Exit status as the ctxscore CLI's: 0 passed, 1 a call
+failed, 2 bad usage or a fixture that does not read (when no call
+failed). Fixtures of format 2 also judge the implementation's local top-k
+selection under both tie rules, near-ties exempt.
 """
 import argparse
 import os
@@ -110,6 +112,14 @@ def call(f, impl, buffers, with_out):
     return judge_scores(f, np.array(view), sentinel_storage, after)
 
 
+FAILED, BAD_INPUT = 1, 2  # the exit statuses of the ctxscore CLI
+
+
+def bad_input(message):
+    print(f"python3 -m ctxscore.check: {printable(message)}", file=sys.stderr)
+    return BAD_INPUT
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m ctxscore.check", description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+", help="fixture files or directories")
@@ -117,14 +127,17 @@ def main(argv=None):
     ap.add_argument("--tensors", choices=("numpy", "torch"), help="what the function receives (default: torch if importable)")
     ap.add_argument("--device", default="cpu", help="torch device of the tensors (cpu, cuda)")
     args = ap.parse_args(argv)
-    impl = load(args.impl, "--impl")
+    try:
+        impl = load(args.impl, "--impl")
+    except SystemExit as e:
+        return bad_input(str(e))
     buffers = Buffers(args.tensors or ("torch" if torch_available() else "numpy"), args.device)
     try:
         files = fx.files_under(args.paths)
     except FileNotFoundError as e:
-        raise SystemExit(str(e))
+        return bad_input(str(e))
     if not files:
-        raise SystemExit("no .safetensors fixtures found")
+        return bad_input("no .safetensors fixtures found")
     failures = bad = 0
     worst = 0.0
     for path in files:
@@ -151,7 +164,7 @@ def main(argv=None):
                   ("" if not problems else "\n      " + "; ".join(problems)))
     print(f"{len(files)} fixtures ({buffers.kind} tensors), {failures} failing calls, {bad} malformed fixtures, "
           f"worst error/tolerance ratio {worst:.3g} ({args.impl})")
-    return 1 if failures or bad else 0
+    return FAILED if failures else BAD_INPUT if bad else 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import struct
 
 import numpy as np
 
-from . import safetensors
+from . import safetensors, selection
 from .wire_format import FIXTURE_FORMAT_VERSION, OLDEST_FIXTURE_FORMAT_VERSION
 
 
@@ -176,13 +176,16 @@ def scan_slots(length, G, L, rank, world):
 
 
 def tolerance_caps(q_bits, cache_bits, table, lens, QL, rank, world, G, L, scale):
-    """[H, T, L] float64: the largest tolerance FORMAT.md allows each written
-    element, recomputed from the inputs (the contract's bound widened by the
-    rounding of the exact score to fp32, times 1 + the allowance); 0 elsewhere."""
+    """Two [H, T, L] float64 arrays, recomputed from the inputs: the largest
+    tolerance FORMAT.md allows each written element (the contract's bound
+    widened by the rounding of the exact score to fp32, times 1 + the
+    allowance; 0 elsewhere), and the exact scores (-inf where no position
+    qualifies, NaN where nothing is written)."""
     q = widen_bf16(q_bits).astype(np.float64)  # [T, H, 128]
     T, H, _ = q.shape
     P = cache_bits.shape[0]
     caps = np.zeros((H, T, L))
+    exacts = np.full((H, T, L), np.nan)
     scale64 = float(np.float32(scale))
     for i, length in enumerate(int(x) for x in lens):
         rows = q[i * QL:(i + 1) * QL]  # [QL, H, 128]
@@ -196,13 +199,15 @@ def tolerance_caps(q_bits, cache_bits, table, lens, QL, rank, world, G, L, scale
             for t in range(QL):
                 n = min(max(length - QL + t + 1 - b * 128, 0), 128)
                 if n == 0:
-                    continue  # exact -inf: judged bitwise, no tolerance
+                    exacts[:, i * QL + t, j] = -np.inf  # judged bitwise, no tolerance
+                    continue
                 exact = (scale64 * dots[t, :, :n]).max(axis=1)
+                exacts[:, i * QL + t, j] = exact
                 stored = exact.astype(np.float32)
                 ulp = np.spacing(np.abs(stored)).astype(np.float64)
                 bound = abs(scale64) * SUM_ERR * mags[t, :, :n].max(axis=1) + ulp
                 caps[:, i * QL + t, j] = (bound + np.abs(exact - stored.astype(np.float64))) * (1 + TOLERANCE_ALLOWANCE)
-    return caps
+    return caps, exacts
 
 
 def written_set(lens, QL, G, L, rank, world):
@@ -343,12 +348,22 @@ def _validate(path, t, meta):
         raise FixtureError(path, "tolerance", "a tolerance is negative, NaN or infinite, expected finite and >= 0")
     if (~w & (tol != 0)).any():
         raise FixtureError(path, "tolerance", "an unwritten slot has a non-zero tolerance, expected 0")
-    caps = tolerance_caps(q, cache, table, lens, QL, rank, world, G, L, scale)
+    caps, exacts = tolerance_caps(q, cache, table, lens, QL, rank, world, G, L, scale)
     loose = w & np.isfinite(exp) & (tol.astype(np.float64) > caps)
     if loose.any():
         h, r, j = np.argwhere(loose)[0]
         raise FixtureError(path, "tolerance", f"{tol[h, r, j]!r} at [{h}, {r}, {j}] exceeds the contract's bound recomputed "
                                               f"from the inputs ({caps[h, r, j]:.9g} with the allowance of 2^-20)")
+    # The fixture's claims: it judges others by them, so they must hold.
+    with np.errstate(invalid="ignore"):
+        off = w & np.where(np.isneginf(exacts), ~np.isneginf(exp),
+                           ~(np.abs(exp.astype(np.float64) - exacts) <= tol.astype(np.float64)))
+    if off.any():
+        h, r, j = np.argwhere(off)[0]
+        e = (h * T + r) * L + j
+        said = " (no position qualifies)" if np.isneginf(exacts[h, r, j]) else f" within the fixture's tolerance {tol[h, r, j]:.9g}"
+        raise FixtureError(path, "expected", f"{exp[h, r, j]:.9g} at flat index {e}, but the inputs give "
+                                             f"{exacts[h, r, j]:.17g}{said}")
     if version >= 2:
         k = m.integer("selection_k", 1, 4096)
         m.integer("selection_init_blocks", 0, 0xFFFF), m.integer("selection_local_keep", 0, 0xFFFF)
@@ -358,6 +373,15 @@ def _validate(path, t, meta):
         for name, want_shape in (("selection_higher", (H, T, k)), ("selection_lower", (H, T, k)), ("selection_margin", (H, T))):
             if t[name].shape != want_shape:
                 raise FixtureError(path, name, f"shape {list(t[name].shape)}, expected {list(want_shape)}")
+        # The stored selections must be what §9 selects from `expected`.
+        params = Fixture(path, t, meta).selection_params()
+        dense = np.where(w, exp, np.float32(np.nan))
+        for name, tie in (("selection_higher", selection.HIGHER), ("selection_lower", selection.LOWER)):
+            want = selection.local_selection(dense, lens, QL, rank, world, G, params, tie)
+            if not np.array_equal(t[name], want):
+                e = int(np.flatnonzero(t[name] != want)[0])
+                raise FixtureError(path, name, f"element {e} is block {t[name].flat[e]}, but the top-{k} of `expected` "
+                                               f"there is block {want.flat[e]}")
     return Fixture(path, t, meta)
 
 

@@ -44,8 +44,17 @@ def test_reader_names_a_malformed_fixture(tmp_path):
 def test_checker_tells_a_malformed_fixture_from_a_failing_port(tmp_path, capsys):
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"\x08" + b"\x00" * 7 + b"{}")
-    assert check_main([str(bad), "--impl", "ctxscore.ports.numpy_port:scores", "--tensors", "numpy"]) == 1
+    assert check_main([str(bad), "--impl", "ctxscore.ports.numpy_port:scores", "--tensors", "numpy"]) == 2
     assert "BAD" in capsys.readouterr().out
+
+
+def test_checker_exits_as_the_command_line_does_on_bad_usage(tmp_path, capsys):
+    assert check_main([str(tmp_path / "absent.safetensors"), "--impl", "ctxscore.ports.numpy_port:scores"]) == 2
+    assert check_main([str(tmp_path), "--impl", "ctxscore.ports.numpy_port:scores"]) == 2  # no fixtures in it
+    assert check_main([CORPUS, "--impl", "no_such_module_here:fn"]) == 2
+    with pytest.raises(SystemExit) as usage:
+        check_main(["--impl"])
+    assert usage.value.code == 2
 
 
 @pytest.mark.parametrize("tensors", ["numpy", "torch"])
