@@ -396,7 +396,7 @@ StDType wire_dtype(DType d) {
     case DType::u8: return StDType::u8;
     case DType::f8e4m3: break;
   }
-  throw std::invalid_argument(std::string("a call in ") + dtype_name(d) + ", which the port protocol does not carry");
+  throw std::invalid_argument(std::string("a call in ") + dtype_name(d) + ", a dtype the port protocol has no name for");
 }
 
 const char* const kCallTensors[] = {"idx_q", "index_cache", "block_table", "seq_lens", "out"};
