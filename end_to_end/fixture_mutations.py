@@ -84,6 +84,34 @@ def variants(raw):
     h = json.loads(json.dumps(header))
     del h["tolerance"]
     out.append(("missing_tensor", join(h, data)))
+    # Container rules: an entry's extra key, tensors with a gap or overlapping, strict JSON.
+    h = json.loads(json.dumps(header))
+    h["seq_lens"]["note"] = "x"
+    out.append(("entry_with_an_extra_key", join(h, data)))
+    # A gap: four bytes no tensor claims after the first tensor, every later tensor moved past them.
+    first = min((n for n in header if n != "__metadata__" and header[n]["data_offsets"][1] > header[n]["data_offsets"][0]),
+                key=lambda n: header[n]["data_offsets"][0])
+    cut = header[first]["data_offsets"][1]
+    h = json.loads(json.dumps(header))
+    for n in h:
+        if n != "__metadata__" and h[n]["data_offsets"][0] >= cut:
+            h[n]["data_offsets"] = [h[n]["data_offsets"][0] + 4, h[n]["data_offsets"][1] + 4]
+    out.append(("gap_after_a_tensor", join(h, data[:cut] + b"\0" * 4 + data[cut:])))
+    # An overlap: tolerance (F32 [H, T, L]) laid over expected's bytes.
+    h = json.loads(json.dumps(header))
+    h["tolerance"]["data_offsets"] = h["expected"]["data_offsets"]
+    out.append(("overlapping_tensors", join(h, data)))
+    text = json.dumps(header, separators=(",", ":"))
+    for what, edit in (("json_nan", text.replace('"__metadata__":{', '"__metadata__":{"x":NaN,', 1)),
+                       ("json_infinity_in_a_shape", text.replace('"shape":[', '"shape":[Infinity,', 1)),
+                       ("lone_surrogate_in_metadata", text.replace('"__metadata__":{', '"__metadata__":{"x":"\\ud800",', 1)),
+                       ("lone_surrogate_key", text.replace('"__metadata__":{', '"__metadata__":{"\\udfff":"x",', 1))):
+        blob = edit.encode()
+        blob += b" " * ((8 - len(blob) % 8) % 8)
+        out.append((what, struct.pack("<Q", len(blob)) + blob + data))
+    h = json.loads(json.dumps(header))
+    del h["__metadata__"]["case_class"]
+    out.append(("missing_case_class", join(h, data)))
     deep = b'{"__metadata__":{},"x":' + b"[" * 200000 + b"]" * 200000 + b"}"
     out.append(("deeply_nested_header", struct.pack("<Q", len(deep)) + deep))
     out.append(("format_renamed", with_meta(raw, "format", "ctxscore-fixtures")))

@@ -105,3 +105,24 @@ def test_a_graph_replaying_its_recorded_inputs_fails_the_capture_properties_and_
     assert through_a_graph.returncode == 1 and "MISMATCH" in through_a_graph.stdout, through_a_graph.stdout
     plain = replay(lines[0][: -len(" --capture")])  # an eager call does not have the bug
     assert plain.returncode == 0, plain.stdout + plain.stderr
+
+
+def test_a_request_larger_than_the_memory_here_is_refused_before_it_is_allocated():
+    """Both workers read an announced length first: one past what this
+    machine can give (2^38 - 1 bytes, past any machine these run on) ends
+    the worker at once with one line naming both sizes, not with an
+    allocation that takes the machine's memory or a crash."""
+    import resource
+
+    announced = (1 << 38) - 1
+    head = announced.to_bytes(8, "little")
+    for command in (python_port("ctxscore.ports.numpy_port:scores", "--tensors", "numpy"), native_port()):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        done = subprocess.run(["sh", "-c", command], input=head, capture_output=True, timeout=60)
+        peak_mb = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+        err = done.stderr.decode(errors="replace")
+        assert done.returncode > 0, (command, done.returncode, err)  # an exit status, no signal
+        assert f"{announced} bytes announced" in err and "bytes of memory this machine has available" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+        if not os.environ.get("CTXSCORE_SANITIZED"):
+            assert peak_mb < 256, peak_mb

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from conftest import SOURCE
-from fixture_mutations import variants
+from fixture_mutations import split, variants
 
 sys.path.insert(0, os.path.join(SOURCE, "python"))
 from ctxscore import fixture as fx  # noqa: E402
@@ -87,3 +87,53 @@ def test_a_fixture_whose_expectations_are_wrong_is_refused_by_both_readers(ctxsc
         raise AssertionError("the Python reader accepted a fixture whose expectations are wrong")
     except fx.FixtureError as e:
         assert e.field == "expected" and "but the inputs give" in str(e), str(e)
+
+
+def _sparse_fixture(path, cache_pages=None, data_bytes=None):
+    """strided_layouts with its cache grown to `cache_pages` pages, or its data
+    padded by an extra U8 tensor to `data_bytes`, in a sparse file: the size is
+    declared, the disk holds almost nothing."""
+    raw = open(os.path.join(CORPUS, "strided_layouts.safetensors"), "rb").read()
+    header, data = split(raw)
+    end = len(data)
+    if cache_pages is not None:
+        entry = header["index_cache"]
+        grown = cache_pages * 128 * 128 * 2 - (entry["data_offsets"][1] - entry["data_offsets"][0])
+        entry["shape"] = [cache_pages, 128, 128]
+        entry["data_offsets"][1] += grown
+        for name, other in header.items():
+            if name not in ("__metadata__", "index_cache") and other["data_offsets"][0] >= entry["data_offsets"][1] - grown:
+                other["data_offsets"] = [o + grown for o in other["data_offsets"]]
+        end += grown
+    if data_bytes is not None:
+        header["padding"] = {"dtype": "U8", "shape": [data_bytes - end], "data_offsets": [end, data_bytes]}
+        end = data_bytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        f.truncate(8 + len(text) + end)
+
+
+def test_a_file_larger_than_any_fixture_is_refused_from_its_header(ctxscore_bin, tmp_path):
+    """A consistent file that declares a 3 GiB cache, or 64 GiB of data, is
+    refused by both readers from its header and size, naming the field and
+    the limit, within seconds and without reading its body."""
+    cases = {"cache_of_3_GiB.safetensors": (dict(cache_pages=98304), "index_cache.shape", "any fixture tensor may hold"),
+             "data_of_64_GiB.safetensors": (dict(data_bytes=64 << 30), "file size", "any fixture holds")}
+    for name, (how, field, words) in cases.items():
+        _sparse_fixture(tmp_path / name, **how)
+        assert os.stat(tmp_path / name).st_blocks * 512 < 1 << 20  # sparse: the test needs no disk
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        done = subprocess.run([ctxscore_bin, "fixtures", "check", str(tmp_path / name), "--backend", "reference"],
+                              capture_output=True, text=True, timeout=30)
+        peak_mb = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+        assert done.returncode == 2 and f"{field}: " in done.stdout and words in done.stdout, done.stdout + done.stderr
+        if not os.environ.get("CTXSCORE_SANITIZED"):
+            assert peak_mb < 256, peak_mb
+        try:
+            fx.read(str(tmp_path / name))
+            raise AssertionError(f"the Python reader accepted {name}")
+        except fx.FixtureError as e:
+            assert e.field == field and words in str(e), str(e)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 < 256

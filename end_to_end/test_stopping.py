@@ -7,11 +7,15 @@ from a terminal a progress line comes about every 10 s."""
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
+
+from conftest import SOURCE
 
 
 def no_process_left(marker):
@@ -95,8 +99,9 @@ def test_a_time_budget_ends_the_run_cleanly_and_says_so(ctxscore_bin, port_comma
 
 @pytest.mark.parametrize("command", [["fuzz"], ["gate"], ["fixtures", "check"]])
 def test_a_budget_that_cuts_a_run_short_fails_it_unless_a_floor_is_named(ctxscore_bin, port_command, tmp_path, command):
-    """Judging nothing is never a pass: a budget spent before the cases asked fails the run."""
-    correct = port_command("ctxscore.ports.numpy_port:scores")
+    """Judging nothing is never a pass: a budget spent before the cases asked fails the run. The port is
+    correct and slow (0.3 s a call), so that no machine judges every case asked within the budget."""
+    correct = port_command("slow_port:scores")
     args = [ctxscore_bin, *command, "--port", correct, "--time-budget", "0.5", "--json"]
     args += [] if command[0] == "fixtures" else ["--cases", "100000", "--case-size", "small"]
     done = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, timeout=300)
@@ -104,3 +109,22 @@ def test_a_budget_that_cuts_a_run_short_fails_it_unless_a_floor_is_named(ctxscor
     report = json.loads(done.stdout)
     assert not report["ok"] and any(s["status"] == "FAILED" and " it must judge" in s["summary"] for s in report["suites"]), report
     assert all(s["failures"] == 0 for s in report["suites"]), report  # the kernel is right: the floor failed it
+
+
+def test_a_hung_port_costs_one_timeout_per_failing_case_and_is_not_shrunk(ctxscore_bin, tmp_path):
+    """A port that never answers `score` is a verdict after one timeout: the
+    case is recorded as drawn (each shrink step would cost another timeout),
+    the report says so, and the run stops at that first failing case."""
+    broken = os.path.join(SOURCE, "property_tests", "ports", "broken_port.py")
+    port = " ".join(shlex.quote(w) for w in ["env", "PYTHONPATH=" + os.path.join(SOURCE, "python"), sys.executable,
+                                              broken, "hang"])
+    timeout = 3
+    t0 = time.monotonic()
+    done = subprocess.run([ctxscore_bin, "fuzz", "--port", port, "--cases", "50", "--case-size", "small",
+                           "--port-timeout", str(timeout), "--failures", str(tmp_path / "f")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    took = time.monotonic() - t0
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "a hung port: not shrunk" in done.stderr, done.stderr
+    assert took < 2 * timeout + 10, took  # one timeout for the case, one at most for the port's restart, then start and stop
+    assert len(list((tmp_path / "f").glob("*.safetensors"))) == 1, list((tmp_path / "f").iterdir())

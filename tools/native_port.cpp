@@ -10,7 +10,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -416,6 +419,24 @@ class Worker {
 #endif
 };
 
+// The bytes of memory this machine can still give (MemAvailable + SwapFree);
+// nullopt where /proc/meminfo does not say.
+std::optional<std::uint64_t> available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0, total = 0;
+  int found = 0;
+  while (in >> key >> kib) {
+    if (key == "MemAvailable:" || key == "SwapFree:") {
+      total += kib * 1024;
+      ++found;
+    }
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  if (found != 2) return std::nullopt;
+  return total;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -433,6 +454,9 @@ int main(int argc, char** argv) {
       if (n > kMaxRequestBytes)
         throw std::runtime_error("a request of " + std::to_string(n) + " bytes announced, more than the " +
                                  std::to_string(kMaxRequestBytes) + " a request may have (is stdin the port protocol?)");
+      if (const auto available = available_memory(); available && n > *available)
+        throw std::runtime_error("a request of " + std::to_string(n) + " bytes announced, more than the " +
+                                 std::to_string(*available) + " bytes of memory this machine has available (MemAvailable + SwapFree)");
       Bytes body(static_cast<std::size_t>(n));
       if (!read_exact(body.data(), body.size())) throw std::runtime_error("the harness closed stdin mid-message");
       const SafeTensors request = ctxscore::decode_safetensors(body.data(), body.size(), "the harness's request");

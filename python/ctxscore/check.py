@@ -141,7 +141,7 @@ def main(argv=None):
     failures = bad = 0
     worst = 0.0
     for path in files:
-        name = os.path.basename(path)
+        name = printable(os.path.basename(path))  # a hostile file name reaches the terminal escaped
         try:
             f = fx.read(path)
         except fx.FixtureError as e:
@@ -161,7 +161,7 @@ def main(argv=None):
             worst = max(worst, ratio)
             failures += bool(problems)
             print(f"{'ok' if not problems else 'FAIL':5} {label:57} worst ratio {ratio:.3g}" +
-                  ("" if not problems else "\n      " + "; ".join(problems)))
+                  ("" if not problems else "\n      " + printable("; ".join(problems))))
     print(f"{len(files)} fixtures ({buffers.kind} tensors), {failures} failing calls, {bad} malformed fixtures, "
           f"worst error/tolerance ratio {worst:.3g} ({args.impl})")
     return FAILED if failures else BAD_INPUT if bad else 0

@@ -50,7 +50,7 @@ class Fixture:
         self.table_row_stride = int(meta["table_row_stride"])
         self.out_shape = (self.H, int(meta["out_rows"]), int(meta["out_slots"]))
         self.out_strides = (int(meta["out_head_stride"]), int(meta["out_row_stride"]), int(meta["out_slot_stride"]))
-        self.name = meta.get("case_class", path)
+        self.name = meta["case_class"]
         self.toolchain = meta.get("toolchain", "")  # a failure fixture's: what ran the implementation that failed
 
     @property
@@ -65,6 +65,8 @@ class Fixture:
 
 
 MAX_LAYOUT_ELEMS = 1 << 26  # the most elements a fixture's buffers may describe (FORMAT.md)
+MAX_TENSOR_ELEMS = 8 * MAX_LAYOUT_ELEMS  # the most any fixture tensor holds (the cache's 2^26 * 8), judged from the header
+MAX_DATA_BYTES = 1 << 32  # every tensor at its limit together stays under this: a larger file is refused from its size
 LOG2E_LITERAL = 1.4426950409
 # FORMAT.md's number grammars (ASCII only; no '+', '_', spaces or leading zeros).
 _DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)")
@@ -92,14 +94,27 @@ def _read_bytes(path):
                     safetensors.check_header_length(n, size, path)
                 except safetensors.FormatError as e:
                     raise FixtureError(path, e.field, e.problem)
+                if size - 8 - n > MAX_DATA_BYTES:
+                    raise FixtureError(path, "file size", f"{size} bytes: {size - 8 - n} bytes of tensor data, more than the "
+                                                          f"{MAX_DATA_BYTES} any fixture holds")
                 header = f.read(n)
                 declared = _declared_data_bytes(header)
                 if declared is not None and declared != size - 8 - n:
                     raise FixtureError(path, "file size", f"{size} bytes, while its header declares {8 + n + declared}")
+                try:
+                    layout, _ = safetensors.read_header(header, size - 8 - n, path)
+                except safetensors.FormatError as e:
+                    raise FixtureError(path, e.field, e.problem)
+                for name, (_, shape, _, _) in layout.items():
+                    if math.prod(shape) > MAX_TENSOR_ELEMS:
+                        raise FixtureError(path, name + ".shape", f"{shape} holds {math.prod(shape)} elements, more than "
+                                                                  f"the {MAX_TENSOR_ELEMS} any fixture tensor may hold")
                 f.seek(0)
             return f.read()
     except OSError as e:
         raise FixtureError(path, "file", f"cannot read: {e.strerror}")
+    except MemoryError:
+        raise FixtureError(path, "file", f"its {size} bytes do not fit in this process's memory")
 
 
 def _declared_data_bytes(header):
@@ -234,6 +249,7 @@ def _validate(path, t, meta):
     if m.text("format") != "ctxscore-fixture":
         m.fail("format", f"{meta['format']!r}, expected 'ctxscore-fixture'")
     version = m.integer("format_version", OLDEST_FIXTURE_FORMAT_VERSION, FIXTURE_FORMAT_VERSION)
+    m.text("case_class")
     wanted = BASE + (SELECTION if version >= 2 else ())
     for name in t:
         if name not in wanted:
@@ -288,7 +304,7 @@ def _validate(path, t, meta):
     for name, want in (("expected", (H, T, L)), ("written", (T, L)), ("tolerance", (H, T, L))):
         if t[name].shape != want:
             raise FixtureError(path, name, f"shape {list(t[name].shape)}, expected {list(want)}")
-    if H * T * L > MAX_LAYOUT_ELEMS or cache.shape[0] * 16384 > 8 * MAX_LAYOUT_ELEMS:
+    if H * T * L > MAX_LAYOUT_ELEMS or cache.shape[0] * 16384 > MAX_TENSOR_ELEMS:
         raise FixtureError(path, "expected", f"this fixture is larger than the {MAX_LAYOUT_ELEMS} elements a fixture may describe")
     width = table.shape[1]
     table_row_stride = m.integer("table_row_stride", width, width + MAX_LAYOUT_ELEMS)

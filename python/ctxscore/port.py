@@ -32,6 +32,16 @@ from .tensors import Buffers, to_numpy, torch_available
 MAX_REQUEST_BYTES = 1 << 38  # far past any case's buffers, far below what eight bytes of text announce
 
 
+def available_memory():
+    """The bytes of memory this machine can still give (MemAvailable + SwapFree); None where it does not say."""
+    try:
+        with open("/proc/meminfo") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        return sum(int(fields[key].split()[0]) * 1024 for key in ("MemAvailable", "SwapFree"))
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+
+
 def read_frame(stream, limit=MAX_REQUEST_BYTES):
     head = stream.read(FRAME_LENGTH_BYTES)
     if not head:
@@ -42,6 +52,10 @@ def read_frame(stream, limit=MAX_REQUEST_BYTES):
     if n > limit:
         raise EOFError(f"a message of {n} bytes announced, more than the {limit} one may have "
                        "(is stdin the port protocol?)")
+    available = available_memory()
+    if available is not None and n > available:
+        raise MemoryError(f"a message of {n} bytes announced, more than the {available} bytes of memory this machine "
+                          "has available (MemAvailable + SwapFree)")
     body = bytearray(n)
     view, got = memoryview(body), 0
     while got < n:  # one read returns at most about 2 GiB
@@ -398,6 +412,19 @@ def device_problem(kind, device):
     return None
 
 
+def torch_numpy_problem():
+    """Why torch cannot exchange arrays with the numpy beside it (a torch built
+    for numpy 1 beside numpy 2 says only "Numpy is not available"); None when it can."""
+    import torch
+
+    try:
+        torch.from_numpy(np.zeros(1, np.float32))
+    except RuntimeError as e:
+        return (f"torch {torch.__version__} cannot exchange arrays with numpy {np.__version__} ({e}); install the "
+                f"numpy this torch was built for (a torch built for numpy 1.x needs numpy<2)")
+    return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m ctxscore.port", description=__doc__.split("\n\n")[0])
     ap.add_argument("function", help="module:function with upstream's signature")
@@ -412,6 +439,9 @@ def main(argv=None):
     if problem := device_problem(kind, args.device):
         # Before hello: the harness reports an error of the environment, not of the kernel (PROTOCOL.md).
         print(f"python3 -m ctxscore.port: cannot open device {args.device!r}: {problem}", file=sys.stderr)
+        return DEVICE_UNAVAILABLE
+    if kind == "torch" and (problem := torch_numpy_problem()):
+        print(f"python3 -m ctxscore.port: {problem}", file=sys.stderr)
         return DEVICE_UNAVAILABLE
     buffers = Buffers(kind, args.device)
     protocol_out = sys.stdout.buffer

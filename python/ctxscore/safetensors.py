@@ -9,6 +9,7 @@ import numpy as np
 
 DTYPES = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32, "I32": np.int32, "I64": np.int64, "U8": np.uint8}
 NAMES = {np.dtype(v).str: k for k, v in DTYPES.items()}
+ENTRY_KEYS = ("dtype", "shape", "data_offsets")
 
 
 class FormatError(Exception):
@@ -33,42 +34,87 @@ def check_header_length(n, size, source):
         raise FormatError(source, "header length", f"{n} bytes past the end: the file has {size - 8} bytes after the length field")
 
 
-def decode(raw, source):
-    """(tensors: {name: ndarray}, metadata: {str: str}) from container bytes."""
-    if len(raw) < 8:
-        raise FormatError(source, "header length", f"truncated: {len(raw)} bytes")
-    (n,) = struct.unpack("<Q", raw[:8])
-    check_header_length(n, len(raw), source)
-    if b"\0" in bytes(raw[8:8 + n]):
+def read_header(header_bytes, data_size, source):
+    """The container's layout from its header alone, every container rule
+    checked against `data_size` bytes of data: ({name: (dtype, shape, begin,
+    end)}, metadata {str: str}). Nothing of the data is needed."""
+    if b"\0" in header_bytes:
         raise FormatError(source, "header", "a NUL byte: a header is JSON, padded with spaces")
-    try:
-        header = json.loads(bytes(raw[8:8 + n]))
-    except (ValueError, RecursionError) as e:
-        raise FormatError(source, "header", f"not valid JSON: {type(e).__name__}: {e}")
+    header = parse_header(header_bytes, source)
     if not isinstance(header, dict):
         raise FormatError(source, "header", "expected a JSON object")
     meta = header.pop("__metadata__", {})
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise FormatError(source, "__metadata__", "expected an object of strings")
-    data = memoryview(raw)[8 + n:]
-    tensors, end = {}, 0
+    layout = {}
     for name, entry in header.items():
-        if not isinstance(entry, dict) or entry.get("dtype") not in DTYPES:
-            raise FormatError(source, name, f"missing or unknown dtype in {entry!r}")
-        shape, offsets = entry.get("shape"), entry.get("data_offsets")
+        if not isinstance(entry, dict):
+            raise FormatError(source, name, f"a JSON {type(entry).__name__}, expected {{dtype, shape, data_offsets}}")
+        for key in entry:
+            if key not in ENTRY_KEYS:
+                raise FormatError(source, f"{name}.{key}", "unknown key, expected only dtype, shape, data_offsets")
+        for key in ENTRY_KEYS:
+            if key not in entry:
+                raise FormatError(source, f"{name}.{key}", "missing")
+        if entry["dtype"] not in DTYPES:
+            raise FormatError(source, name + ".dtype", f"unknown dtype {entry['dtype']!r}, expected one of {', '.join(DTYPES)}")
+        shape, offsets = entry["shape"], entry["data_offsets"]
         if not isinstance(shape, list) or not all(type(d) is int and 0 <= d < (1 << 63) for d in shape):
             raise FormatError(source, name + ".shape", f"{shape!r}, expected non-negative integers")
         if not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets):
             raise FormatError(source, name + ".data_offsets", f"{offsets!r}, expected [begin, end]")
         dtype = np.dtype(DTYPES[entry["dtype"]])
         begin, stop = offsets
-        if not 0 <= begin <= stop <= len(data) or stop - begin != math.prod(shape) * dtype.itemsize:
+        if not 0 <= begin <= stop <= data_size or stop - begin != math.prod(shape) * dtype.itemsize:
             raise FormatError(source, name + ".data_offsets", f"{offsets} do not hold {entry['dtype']} {shape}")
-        tensors[name] = np.frombuffer(data[begin:stop], dtype=dtype).reshape(shape)
-        end = max(end, stop)
-    if end != len(data):
-        raise FormatError(source, "data", f"{len(data) - end} bytes at the end belong to no tensor")
-    return tensors, dict(meta)
+        layout[name] = (dtype, shape, begin, stop)
+    # The tensors must tile the data exactly: no overlap, no unclaimed bytes.
+    covered = 0
+    for begin, stop, name in sorted((b, e, n) for n, (_, _, b, e) in layout.items()):
+        if begin < covered:
+            raise FormatError(source, name + ".data_offsets", f"[{begin}, {stop}) overlaps another tensor's bytes (which end at {covered})")
+        if begin > covered:
+            raise FormatError(source, name + ".data_offsets", f"bytes [{covered}, {begin}) before it belong to no tensor")
+        covered = stop
+    if covered != data_size:
+        raise FormatError(source, "data", f"bytes [{covered}, {data_size}) at the end belong to no tensor")
+    return layout, dict(meta)
+
+
+def decode(raw, source):
+    """(tensors: {name: ndarray}, metadata: {str: str}) from container bytes."""
+    if len(raw) < 8:
+        raise FormatError(source, "header length", f"truncated: {len(raw)} bytes")
+    (n,) = struct.unpack("<Q", raw[:8])
+    check_header_length(n, len(raw), source)
+    layout, meta = read_header(bytes(raw[8:8 + n]), len(raw) - 8 - n, source)
+    data = memoryview(raw)[8 + n:]
+    tensors = {name: np.frombuffer(data[begin:stop], dtype=dtype).reshape(shape)
+               for name, (dtype, shape, begin, stop) in layout.items()}
+    return tensors, meta
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _strict_pairs(pairs):
+    for key, value in pairs:
+        for text in (key, value) if isinstance(value, str) else (key,):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"the string {text!r} holds a lone surrogate escape, which is no Unicode text")
+    return dict(pairs)
+
+
+def parse_header(text, source):
+    """A header's JSON as strict JSON parsers read it: NaN and Infinity are not
+    JSON, and a string holding a lone surrogate escape is no text."""
+    try:
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_strict_pairs)
+    except (ValueError, RecursionError) as e:
+        raise FormatError(source, "header", f"not valid JSON: {type(e).__name__}: {e}")
 
 
 def encode(tensors, metadata):
