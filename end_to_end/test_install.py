@@ -1,13 +1,10 @@
 """The paths a kernel author takes, away from this repository: `cmake
 --install` into a prefix, and `pip wheel` + `pip install` of the Python
-package into a target; then, from an unrelated directory holding only a
-test file, with nothing on PATH that the install did not put there, the
-default pytest gate passes the numpy and torch ports, and the check each
-CPU planted port of tools/mutants/ports.txt names fails that port, with
-its shrunk case, its fixture under the test's temporary directory and a
-replay line that runs as printed; a budget that judges too little fails,
-a device the port cannot open is an environment problem; nothing is
-written anywhere else. And a C++ project of their own finds the installed
+package into a target; the binaries and the package say one version; then,
+from an unrelated directory holding only the test file of installed_gate.py,
+with nothing on PATH that the install did not put there, that file's tests
+pass (the default gate passes correct ports and fails each planted one);
+nothing is written anywhere else. And a C++ project of their own finds the installed
 CMake package and judges a corpus fixture with its libraries."""
 import glob
 import os
@@ -15,84 +12,12 @@ import platform
 import re
 import subprocess
 import sys
-import textwrap
 
 from conftest import SOURCE
+from installed_gate import planted_ports, write as write_gate_tests
 
 SYSTEM_PATH = "/usr/bin:/bin"  # env and sh, which the port command line uses
 
-GATE_TESTS = textwrap.dedent('''
-    import os
-    import re
-    import shlex
-    import subprocess
-
-    import pytest
-
-    from ctxscore.pytest_plugin import EnvironmentProblem, gate
-
-    # (check, function): the CPU planted ports of tools/mutants/ports.txt that the default gate must fail.
-    PLANTED = PLANTED_PORTS
-
-
-    @pytest.mark.parametrize("function, tensors", [("ctxscore.ports.numpy_port:scores", "numpy"),
-                                                   ("ctxscore.ports.torch_port:scores", "torch")])
-    def test_the_default_gate_passes_a_correct_port(function, tensors):
-        report = gate(function, tensors=tensors)
-        statuses = {s["suite"]: s["status"] for s in report["suites"]}
-        print(statuses)
-        for check in ("fuzz", "repeatability", "batch_invariance", "shard_columns", "selection", "corpus"):
-            assert statuses[check] == "passed", statuses
-        assert all(s["calls"] >= s["min_cases"] > 0 for s in report["suites"] if s["status"] == "passed"), report
-
-
-    # Each check draws its cases from (seed, check, case number) alone, so the
-    # named check run by itself judges what it judges inside the default gate.
-    @pytest.mark.parametrize("check, function", PLANTED)
-    def test_the_check_named_for_a_planted_bug_fails_it(check, function, tmp_path):
-        with pytest.raises(pytest.fail.Exception) as failed:
-            gate(function, tensors="numpy", checks=[check])
-        text = str(failed.value)
-        print(text)
-        assert f"\\n{check} FAILED: " in text, text
-        text = text.split(f"\\n{check} FAILED: ", 1)[1].split("\\n\\n", 1)[0]  # that check's part
-        fixture = re.search(r"fixture: (\\S+\\.safetensors)", text).group(1)
-        assert os.path.isabs(fixture) and os.path.isfile(fixture) and fixture.startswith(str(tmp_path) + os.sep), fixture
-        # The replay line runs as printed, with nothing on PATH but the system's.
-        line = re.search(r"\\(replay: (.+)\\)$", text, re.M).group(1)
-        assert os.path.isabs(shlex.split(line)[0]), line
-        again = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=dict(os.environ, PATH="/usr/bin:/bin"),
-                               cwd=tmp_path)
-        assert again.returncode in (0, 1) and "result:" in again.stdout, (line, again.stdout, again.stderr)
-        if check == "fuzz":  # one call shows the bug: the fixture's replay fails too
-            assert again.returncode == 1, (line, again.stdout)
-        # The drawn case again fails the check again, whatever its claim spans.
-        drawn = re.search(r"drawn case again: (.+)$", text, re.M).group(1)
-        again = subprocess.run(["sh", "-c", drawn], capture_output=True, text=True, env=dict(os.environ, PATH="/usr/bin:/bin"),
-                               cwd=tmp_path)
-        assert again.returncode == 1 and re.search(rf"^port +{check} +1 +1 ", again.stdout, re.M), (drawn, again.stdout)
-        assert re.search(r"in process: \\S+ -m ctxscore.check /\\S+ --impl ", text), text
-
-
-    def test_a_budget_that_judges_too_little_fails_the_gate():
-        with pytest.raises(pytest.fail.Exception) as failed:
-            gate("ctxscore.ports.numpy_port:scores", tensors="numpy", time_budget=0.5)
-        assert "it must judge" in str(failed.value), str(failed.value)
-
-
-    def test_a_device_the_port_cannot_open_is_no_verdict_on_the_kernel(tmp_path):
-        with pytest.raises(EnvironmentProblem) as raised:
-            gate("ctxscore.ports.torch_port:scores", tensors="torch", device="cuda:99", failures=str(tmp_path / "f"))
-        assert "cannot open" in str(raised.value), str(raised.value)
-        assert not (tmp_path / "f").exists() or not os.listdir(tmp_path / "f")
-''')
-
-
-def planted_ports():
-    """The CPU lines of tools/mutants/ports.txt whose killer is a check of the default gate."""
-    lines = open(os.path.join(SOURCE, "tools", "mutants", "ports.txt")).read().splitlines()
-    rows = [line.split() for line in lines if line.startswith("cpu ")]
-    return [(killer, fn) for _, killer, fn, *_ in rows if "." not in killer and killer != "large_offsets"]
 
 
 def tree(root):
@@ -114,12 +39,11 @@ def test_install_then_gate_from_an_unrelated_directory(build_dir, tmp_path):
         d.mkdir()
     subprocess.run(["cmake", "--install", build_dir, "--prefix", str(prefix)], check=True, capture_output=True)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), os.path.join(SOURCE, "python")],
-                   check=True)
+    subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), SOURCE], check=True)
     wheel = glob.glob(str(wheels / "ctxscore-*.whl"))
     assert len(wheel) == 1 and wheel[0].endswith(f"-py3-none-linux_{platform.machine()}.whl"), wheel  # a platform wheel: it bundles the binary
     subprocess.run(pip + ["install", "--no-deps", "--target", str(site), wheel[0]], check=True)
-    (work / "test_gate.py").write_text(GATE_TESTS.replace("PLANTED_PORTS", repr(planted_ports())))
+    write_gate_tests(str(work))
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXSCORE_") and k not in ("PYTHONPATH", "PATH")}
     env.update(PATH=f"{prefix / 'bin'}:{site / 'bin'}:{SYSTEM_PATH}", HOME=str(home), PYTHONPATH=str(site),
@@ -128,10 +52,15 @@ def test_install_then_gate_from_an_unrelated_directory(build_dir, tmp_path):
     def run(*args):
         return subprocess.run(list(args), capture_output=True, text=True, cwd=work, env=env, timeout=900)
 
-    # The installed CLI and the package's console script each find their own corpus.
+    # The installed CLI and the package's console script each find their own corpus, and say the package's
+    # version, which the wheel's name carries too.
+    package_version = run(sys.executable, "-c", "import ctxscore; print(ctxscore.__version__)").stdout.strip()
+    assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", package_version), package_version
+    assert os.path.basename(wheel[0]).startswith(f"ctxscore-{package_version}-"), (wheel, package_version)
     for cli in ("ctxscore", str(site / "bin" / "ctxscore")):
         version = run(cli, "--version")
         assert version.returncode == 0, version.stderr
+        assert version.stdout.splitlines()[0] == f"ctxscore {package_version}", version.stdout
         corpus = version.stdout.splitlines()[1].removeprefix("corpus: ")
         assert os.path.isdir(corpus) and corpus.startswith(str(tmp_path)), version.stdout
     assert run(str(prefix / "bin" / "ctxscore"), "fixtures", "check").returncode == 0

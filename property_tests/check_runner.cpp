@@ -7,8 +7,25 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <string>
+
+#include "ctxscore/harness/run_control.hpp"
 
 namespace ctxscore::test {
+
+namespace {
+
+// CTest's resource group names the GPU this process may use: it is made the
+// only visible one while the binary starts, before any GPU call (a test
+// environment would not run where a filter selects no test).
+const bool kCtestGpuAssigned = [] {
+  if (const std::string gpu = harness::apply_ctest_gpu_assignment(); !gpu.empty())
+    std::cout << "CTest resource: " << gpu << " (CUDA_VISIBLE_DEVICES=" << std::getenv("CUDA_VISIBLE_DEVICES") << ")"
+              << std::endl;
+  return true;
+}();
+
+}  // namespace
 
 harness::CheckOptions check_options(int cases) {
   harness::CheckOptions o;

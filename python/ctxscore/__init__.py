@@ -6,3 +6,4 @@ The operator's contract is ``reference/CONTRACT.md`` of the ctxscore
 repository; the fixture format is ``fixtures/FORMAT.md``, the port protocol
 ``fixtures/PROTOCOL.md``.
 """
+from ._version import __version__

@@ -14,9 +14,11 @@ def binary():
     return BUNDLED if os.access(BUNDLED, os.X_OK) else None
 
 
-MISSING = ("ctxscore: this install has no harness binary ({}); it was built without CMake or a C++ compiler. "
-           "Reinstall where both are present (`pip install ./python` builds it), or set CTXSCORE_BIN to a built "
-           "`ctxscore`. The checker (python -m ctxscore.check) and the port worker (python -m ctxscore.port) work without it.")
+MISSING = ("ctxscore: this install has no harness binary ({}): it was installed with CTXSCORE_PYTHON_ONLY=1. "
+           "Install a ctxscore wheel for this platform, or reinstall from the source distribution without "
+           "CTXSCORE_PYTHON_ONLY (it needs CMake, a C++17 compiler, Eigen, nlohmann-json, RapidCheck and CLI11), or set "
+           "CTXSCORE_BIN to a built `ctxscore`. The checker (python -m ctxscore.check) and the port worker "
+           "(python -m ctxscore.port) work without it.")
 
 
 def main(argv=None):

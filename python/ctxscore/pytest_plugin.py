@@ -65,8 +65,8 @@ def _ctxscore_current_test(request):
 def _harness(chosen):
     found = chosen or bundled_binary() or shutil.which("ctxscore")
     if not found:
-        raise RuntimeError("no ctxscore binary: this install has none bundled (it was built without CMake or a "
-                           "compiler); set CTXSCORE_BIN or pass ctxscore=")
+        raise RuntimeError("no ctxscore binary: this install has none bundled (it was installed with "
+                           "CTXSCORE_PYTHON_ONLY=1); set CTXSCORE_BIN or pass ctxscore=")
     return os.path.abspath(found) if os.path.exists(found) else found
 
 
