@@ -30,6 +30,8 @@ GATE_TESTS = textwrap.dedent('''
 
     # (check, function): the CPU planted ports of tools/mutants/ports.txt that the default gate must fail.
     PLANTED = PLANTED_PORTS
+    # Checks that judge named cases, whose failures carry no drawn case.
+    NAMED_CASE_CHECKS = ("large_batches",)
 
 
     @pytest.mark.parametrize("function, tensors", [("ctxscore.ports.numpy_port:scores", "numpy"),
@@ -61,8 +63,12 @@ GATE_TESTS = textwrap.dedent('''
         again = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=dict(os.environ, PATH="/usr/bin:/bin"),
                                cwd=tmp_path)
         assert again.returncode in (0, 1) and "result:" in again.stdout, (line, again.stdout, again.stderr)
-        if check == "fuzz":  # one call shows the bug: the fixture's replay fails too
+        if check in ("fuzz",) + NAMED_CASE_CHECKS:  # one call shows the bug: the fixture's replay fails too
             assert again.returncode == 1, (line, again.stdout)
+        if check in NAMED_CASE_CHECKS:  # its cases are the registry's, not drawn: the fixture is the case
+            assert "drawn case again" not in text, text
+            assert re.search(r"in process: \\S+ -m ctxscore.check /\\S+ --impl ", text), text
+            return
         # The drawn case again fails the check again, whatever its claim spans.
         drawn = re.search(r"drawn case again: (.+)$", text, re.M).group(1)
         again = subprocess.run(["sh", "-c", drawn], capture_output=True, text=True, env=dict(os.environ, PATH="/usr/bin:/bin"),

@@ -199,6 +199,12 @@ TEST(LargeOffsets, QueryRowPastTwoToThe31Bytes) {
   test::expect_check_passes(harness::check_large_offsets(test::property_backend(), {"query_row_past_2_31_bytes"}));
 }
 
+// Request ids past 2^15 and 2^16 (the harness's large_batches check).
+TEST(LargeBatches, RequestIdsPastSixteenBitsReadTheirOwnRequest) {
+  if (const std::string why = test::property_backend_absence(); !why.empty()) CTXSCORE_SKIP_OR_FAIL(why);
+  test::expect_check_passes(harness::check_large_batches(test::property_backend()));
+}
+
 // The benchmark's M3 shapes at full size (label slow).
 TEST_F(Kernel, EveryBenchmarkShapeAtFullSize) {
   for (const harness::NamedCase& n : harness::named_cases())

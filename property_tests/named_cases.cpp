@@ -96,7 +96,8 @@ TEST(NamedCases, PeerCasesHoldAtEveryRankOfWorlds1248) {
           }
     }
   }
-  EXPECT_EQ(peers, 14);
+  EXPECT_GT(peers, 0);
+  EXPECT_EQ(peers, static_cast<std::int64_t>(harness::family_cases(CaseFamily::peer).size()));
   EXPECT_EQ(judged, 15 * peers);
 }
 

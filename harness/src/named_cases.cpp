@@ -15,6 +15,7 @@ const char* family_name(CaseFamily f) {
     case CaseFamily::edge: return "edge";
     case CaseFamily::peer: return "peer";
     case CaseFamily::benchmark: return "benchmark";
+    case CaseFamily::batch: return "batch";
   }
   return "?";
 }
@@ -61,6 +62,22 @@ Case upstream_unpopulated_table() {
 Case length_class(const std::string& name, std::uint64_t seed, std::int32_t len) {
   return CaseBuilder(name).seed(seed).heads(2).query_len(4).world(2).rank(0).bound(640).pages(3)
       .lens({len, 200})
+      .build();
+}
+
+// A batch of `batch` requests, each of length `len(i)`, at H 1, QL 1,
+// world 4, rank 1, bound 512 (G 4, one slot): queries of 2^16 rows stay
+// near 17 MB and the exact scores cheap. Each request's table row is its
+// own, so a request read under another's id scores other pages.
+template <typename Len>
+Case batch_of(const std::string& name, std::uint64_t seed, std::int64_t batch, const Len& len) {
+  std::vector<std::int32_t> lens(static_cast<std::size_t>(batch));
+  for (std::int64_t i = 0; i < batch; ++i) lens[static_cast<std::size_t>(i)] = len(i);
+  return CaseBuilder(name).seed(seed).heads(1).world(4).rank(1).bound(512).pages(64)
+      .lens(std::move(lens))
+      .table([](const Case& c, std::int64_t i, std::int64_t b) {
+        return static_cast<std::int32_t>((i * 7 + b * 3) % c.pages);
+      })
       .build();
 }
 
@@ -112,6 +129,9 @@ void add_peer_cases(const Add& add) {
       peer("atom_uneven_shards", 68, 4, 1, {257 * 128, 129 * 128, 7 * 128}).build());
   add(CaseFamily::peer, "ATOM: uneven shards under a bound padded past the batch's longest request",
       peer("atom_bound_padded_past_batch", 68, 4, 1, {257 * 128, 129 * 128, 7 * 128}, 320 * 128).build());
+  add(CaseFamily::peer, "AITER: an empty shard (rank 3 of 4 over 3 blocks) with a table exactly G wide",
+      CaseBuilder("aiter_empty_shard_narrow_table").seed(70).heads(2).query_len(2).world(4).rank(3).bound(384)
+          .pages(3).lens({384, 200, 0}).table(cycled_pages(1)).build());
   // vLLM's CUDA context-parallel test: requests of these page counts.
   std::vector<std::int32_t> lens;
   for (const std::int32_t pages : {0, 1, 3, 15, 16, 17, 129, 2048, 2049, 5078, 8192, 8197}) lens.push_back(pages * 128);
@@ -180,6 +200,18 @@ std::vector<NamedCase> build_registry() {
 
   add_peer_cases(add);
 
+  // Request ids past 16 bits (AITER tests ids 32767, 32768 and 65534): only
+  // those requests and the first reach rank 1's block, so a request read
+  // under a wrapped id is seen; the longer batch has every request live.
+  add(CaseFamily::batch, "AITER: 65535 requests, ids 0, 32767, 32768 and 65534 live (int16 ids wrap)",
+      batch_of("request_ids_32767_32768_65534", 80, 65535, [](std::int64_t i) {
+        return i == 0 ? 300 : i == 32767 ? 512 : i == 32768 ? 200 : i == 65534 ? 385 : 0;
+      }));
+  add(CaseFamily::batch, "70000 requests of lengths 0 to 512: ids past 2^16 (uint16 ids wrap)",
+      batch_of("batch_past_2_16_requests", 81, 70000, [](std::int64_t i) {
+        return static_cast<std::int32_t>((i * 2654435761u >> 7) % 513);
+      }));
+
   // The kernel benchmark's shapes, with the upstream Triton kernel's times (µs) on an H200.
   const struct {
     std::int64_t batch, context;
@@ -215,7 +247,14 @@ const NamedCase& named_case(const std::string& name) {
 std::vector<Case> corpus_cases() {
   std::vector<Case> v;
   for (const NamedCase& n : named_cases())
-    if (n.family != CaseFamily::benchmark) v.push_back(n.spec);
+    if (n.family != CaseFamily::benchmark && n.family != CaseFamily::batch) v.push_back(n.spec);
+  return v;
+}
+
+std::vector<Case> family_cases(CaseFamily f) {
+  std::vector<Case> v;
+  for (const NamedCase& n : named_cases())
+    if (n.family == f) v.push_back(n.spec);
   return v;
 }
 

@@ -454,8 +454,11 @@ class PortBackend : public Backend, public PortBackendApi {
   }
 
   Scored score(HostCase& host, OutMode mode) override {
-    const SafeTensors reply =
-        exchange(call_message("score", host, mode, host.spec.max_seq_len), "scores", scores_reply_bound(host, mode));
+    const SafeTensors request = call_message("score", host, mode, host.spec.max_seq_len);
+    // An `error` reply carries the call's storages back (PROTOCOL.md): at most what was sent.
+    std::uint64_t sent = kReplyHeaderAllowance;
+    for (const auto& [name, t] : request.tensors) sent += t.bytes.size();
+    const SafeTensors reply = exchange(request, "scores", std::max(scores_reply_bound(host, mode), sent));
     return scores_of(reply, host, mode);
   }
 

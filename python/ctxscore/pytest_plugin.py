@@ -43,7 +43,7 @@ from .cli import binary as bundled_binary
 
 # The checks, in the order the gate runs them (`ctxscore gate --list` says what each catches).
 CHECKS = ("fuzz", "repeatability", "batch_invariance", "shard_columns", "selection", "capture", "refusals",
-          "corpus", "corpus_capture", "geometry", "large_offsets")
+          "corpus", "corpus_capture", "geometry", "large_offsets", "large_batches")
 
 _current_request = None
 

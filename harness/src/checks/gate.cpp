@@ -28,6 +28,7 @@ const std::vector<CheckEntry>& entries() {
       {"corpus_capture", "every corpus fixture through a recorded graph", 0},
       {"geometry", "the launch geometry the port reports is the contract's", 0},
       {"large_offsets", "a cache past 2^31 elements, out strides past 2^31 elements, a query row past 2^31 bytes", 0},
+      {"large_batches", "batches of 65535 and 70000 requests: request ids past 2^15 and 2^16 (16-bit ids)", 0},
   };
   return e;
 }
@@ -124,6 +125,8 @@ Report run_gate(Backend& b, const GatePlan& plan) {
       }
     } else if (name == "geometry") {
       s = check_geometry(b, plan.geometry_points, plan.drawn.campaign.seed);
+    } else if (name == "large_batches") {
+      s = check_large_batches(b, {}, o.campaign.budget);
     } else {
       if (plan.drawn.size == "small" && !named) {
         s = suite_for(name, b, oracle_name(b.oracle()));

@@ -23,7 +23,9 @@ qualifying scores are all negative gets 0), and `max_starts_at_minus_flt_max`
 starts it at −FLT_MAX (a row with no qualifying position gets −3.4e38, not
 −inf). Two get a refusal wrong (§7): `skips_table_width_check` scores a
 table narrower than ceil(max_seq_len / 128), reading past each row, and
-`writes_before_refusing` clears `out` before it checks its arguments."""
+`writes_before_refusing` clears `out` before it checks its arguments.
+`request_ids_in_16_bits` reads each request's length and table row under
+its id as a signed 16-bit integer: right for batches of up to 32768."""
 import collections
 import hashlib
 
@@ -36,7 +38,7 @@ LOG2E_LITERAL = 1.4426950409  # the literal SCALE is formed with
 
 def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale, out,
             cutoff_slack=0, sum_order=None, mask_by_arithmetic=False, length_bits=None, rank_sum_order=None,
-            offset_bits=None, mask_bias=False, max_start=None, skip_checks=(), write_first=False):
+            offset_bits=None, mask_bias=False, max_start=None, skip_checks=(), write_first=False, id_bits=None):
     if write_first and out is not None:  # clears out before it looks at the arguments
         out[...] = 0
     check_call(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, skip_checks)
@@ -53,14 +55,17 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
     scale = np.float64(np.float32(sm_scale * LOG2E_LITERAL))
     if rank_sum_order is not None and rank > 0:
         sum_order = rank_sum_order
-    for i, length in enumerate(int(x) for x in seq_lens):
+    for i in range(len(seq_lens)):
+        # A wrapped id reads another request's length and row (negative ones from the batch's end).
+        source = i if id_bits is None else (i + (1 << (id_bits - 1))) % (1 << id_bits) - (1 << (id_bits - 1))
+        length = int(seq_lens[source])
         if length_bits is not None:
             length &= (1 << length_bits) - 1
         reach = min(-(-length // 128), G) if length > 0 else 0
         scan = min(L, -(-max(reach - rank, 0) // world_size))
         for j in range(scan):
             b = j * world_size + rank
-            page_id = min(max(int(block_table[i, b]), 0), P - 1)
+            page_id = min(max(int(block_table[source, b]), 0), P - 1)
             if offset_bits is not None:  # the element offset wraps in 32 bits; the page it lands in is read
                 page_id = int((np.array([page_id], np.int32) * np.int32(128 * 128))[0]) % (P * 128 * 128) // (128 * 128)
             page = index_cache[page_id].astype(np.float64)
@@ -188,3 +193,9 @@ def writes_before_refusing(idx_q, index_cache, block_table, seq_lens, max_seq_le
                            sm_scale, out=None):
     return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
                    out, write_first=True)
+
+
+def request_ids_in_16_bits(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len,
+                           sm_scale, out=None):
+    return _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_size, max_query_len, sm_scale,
+                   out, id_bits=16)

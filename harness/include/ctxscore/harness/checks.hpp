@@ -15,6 +15,7 @@
 //   geometry          the launch geometry a port reports against §6
 //   large_offsets     a cache past 2^31 elements, out strides past 2^31 elements,
 //                     a query row past 2^31 bytes
+//   large_batches     request ids past 2^15 and 2^16 (the registry's batch family)
 // Each file under harness/src/checks/ holds one.
 #pragma once
 
@@ -83,6 +84,8 @@ Suite check_geometry(Backend& b, std::int64_t random_points, std::uint64_t seed)
 // reply), else listed in not_run. `only`: those of these names.
 Suite check_large_offsets(Backend& b, const std::vector<std::string>& only = {}, const TimeBudget* budget = nullptr);
 const std::vector<std::string>& large_offset_cases();
+// The registry's batch family, or the named ones of it.
+Suite check_large_batches(Backend& b, const std::vector<std::string>& only = {}, const TimeBudget* budget = nullptr);
 // Bytes of memory this host has available (MemAvailable).
 std::int64_t available_host_bytes();
 

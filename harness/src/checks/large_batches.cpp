@@ -1,0 +1,31 @@
+// large_batches: batches whose request ids pass 2^15 and 2^16, where a
+// kernel that packs a request id into 16 bits (or puts the batch on a grid
+// dimension capped at 65535) reads one request under another's id. The
+// cases are the registry's `batch` family; short lengths keep the exact
+// scores cheap. A failure writes its fixture, unshrunk: the batch is the bug.
+#include <algorithm>
+#include <chrono>
+
+#include "ctxscore/harness/checks.hpp"
+#include "ctxscore/harness/named_cases.hpp"
+
+namespace ctxscore::harness {
+
+Suite check_large_batches(Backend& b, const std::vector<std::string>& only, const TimeBudget* budget) {
+  Suite s = suite_for("large_batches", b, oracle_name(b.oracle()));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const Case& c : family_cases(CaseFamily::batch)) {
+    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
+    if (s.stopped = stop_reason(budget, s.stats.cases); !s.stopped.empty()) break;
+    JudgeOptions o;
+    o.write_failure = true;
+    Verdict v = run_and_judge(b, c, o);
+    if (v.ok() && v.report.written_finite == 0) v.error = "the case wrote no finite score: it tests no request id";
+    s.add(c.name + " (" + std::to_string(c.batch()) + " requests)", v, v.fixture);
+    ++s.min_cases;
+  }
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+}  // namespace ctxscore::harness
