@@ -389,38 +389,42 @@ int main(int argc, char** argv) {
                       "hand the backend each fixture's call, then that call with one clause of the contract's "
                       "validation broken at a time: each must be refused with nothing written (out given)");
 
-  CheckOptions drawn;  // fuzz's and the gate's drawn checks
+  CheckOptions drawn;  // fuzz's drawn cases; the gate's are gate_drawn until parsed
   drawn.campaign.cases = 100;
+  // The gate's defaults are the pytest gate's: 200 cases from at most 8 compile keys.
+  CheckOptions gate_drawn = drawn;
+  gate_drawn.campaign.cases = 200;
+  gate_drawn.compile_keys = 8;
   std::string shard = "1/1", seed_text, gate_mode = "mixed";
   std::int64_t min_cases = -1;
   double time_budget = 0;
-  const auto add_drawn = [&](CLI::App* cmd) {
-    cmd->add_option("--cases", drawn.campaign.cases, "how many cases")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  const auto add_drawn = [&](CLI::App* cmd, CheckOptions& o) {
+    cmd->add_option("--cases", o.campaign.cases, "how many cases")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
     cmd->add_option("--seed", seed_text, "the run's seed: case k is drawn from a hash of (seed, check, k) (default: a fresh one, printed)")->check(kSeed);
-    cmd->add_option("--max-failures", drawn.campaign.max_failures, "stop a check after this many failing cases, each shrunk (0: judge every case)")
+    cmd->add_option("--max-failures", o.campaign.max_failures, "stop a check after this many failing cases, each shrunk (0: judge every case)")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
     cmd->add_option("--min-cases", min_cases, "a check that judged fewer cases than this fails (default: every case asked)")
         ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
-    cmd->add_option("--case-size", drawn.size, "small (the CPU suite's sizes, for slow ports), large (the GPU suite's) or m3 (M3's shapes at the GPU suite's sizes); default: the backend's")
+    cmd->add_option("--case-size", o.size, "small (the CPU suite's sizes, for slow ports), large (the GPU suite's) or m3 (M3's shapes at the GPU suite's sizes); default: the backend's")
         ->check(CLI::IsMember(ctxscore::gen::limit_names()));
-    cmd->add_option("--compile-keys", drawn.compile_keys,
+    cmd->add_option("--compile-keys", o.compile_keys,
                     "draw every case from at most this many compile keys (H, QL, world, rank, CHUNK, N, sm_scale), so a "
                     "kernel that specializes on them compiles a few times, not once per case; shrinking leaves them; 0: unlimited")
         ->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
     cmd->add_option("--shard", shard, "K/N: run only the cases k with k % N == K-1, so N jobs split one campaign")->capture_default_str();
-    cmd->add_option("--only-case", drawn.campaign.only_case, "judge case K of the run alone (a failure's drawn case again)")
+    cmd->add_option("--only-case", o.campaign.only_case, "judge case K of the run alone (a failure's drawn case again)")
         ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   };
   auto* fuzz_cmd = app.add_subcommand("fuzz", "Random cases against the backend's oracle; failing cases become fixtures");
   add_backend(fuzz_cmd, fuzz_mode, "given, absent, too_small, or mixed (drawn per case: given in 3 of 5)");
-  add_drawn(fuzz_cmd);
+  add_drawn(fuzz_cmd, drawn);
 
   std::vector<std::string> gate_checks, gate_required, gate_corpus;
   std::int64_t geometry_points = 1000;
   bool list_checks = false;
   auto* gate_cmd = app.add_subcommand("gate", "Every check the harness knows against one backend or port: one verdict per check");
   add_backend(gate_cmd, gate_mode, "given, absent, too_small, or mixed (fuzz's; the other checks choose their own)");
-  add_drawn(gate_cmd);
+  add_drawn(gate_cmd, gate_drawn);
   gate_cmd->add_option("--check", gate_checks, "run this check (repeatable; default: every check, `--list` names them)");
   gate_cmd->add_option("--require", gate_required, "a check that must run here: \"not run\" fails it (repeatable)");
   gate_cmd->add_option("--corpus", gate_corpus, "fixture files or folders for the corpus checks (default: the corpus installed with this binary)");
@@ -479,6 +483,7 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    if (*gate_cmd) drawn = gate_drawn;
   } catch (const CLI::Error& e) {
     const int rc = app.exit(e);
     return rc == 0 ? kPassed : kBadInput;  // --help and --version exit 0; every parse error is bad usage
@@ -554,7 +559,7 @@ int main(int argc, char** argv) {
       const auto b = harness::make_backend(backend, port);
       drawn.campaign.redraw = harness::shell_quoted(harness::replay_program()) + " gate " + b->replay_flags() +
                               (drawn.size.empty() ? "" : " --case-size " + drawn.size) +
-                              (drawn.compile_keys > 0 ? " --compile-keys " + std::to_string(drawn.compile_keys) : "") +
+                              " --compile-keys " + std::to_string(drawn.compile_keys) +
                               (mode != "mixed" ? " --out-mode " + mode : "") + " --repeat " + std::to_string(drawn.repeat);
       if (*fuzz_cmd) {
         report.suites.push_back(harness::check_fuzz(*b, drawn));

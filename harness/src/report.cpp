@@ -43,6 +43,8 @@ std::string Suite::summary() const {
   if (errors) o << " and " << errors << " unreadable";
   if (stats.failures) o << ", " << stats.failures << " failing";
   o << ", worst error/bound ratio " << stats.worst_ratio;
+  // A ratio within the bound beside a failure would read as a near miss.
+  if (stats.failures && stats.worst_ratio <= 1) o << " (the failures are not of the bound: see their kinds)";
   if (!seed.empty()) o << ", seed " << seed;
   o << ", " << static_cast<long long>(seconds + 0.5) << " s";
   if (too_few()) o << "; judged " << stats.cases << " of the " << min_cases << " it must judge";

@@ -36,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 
 import pytest
 
@@ -46,6 +47,11 @@ CHECKS = ("fuzz", "repeatability", "batch_invariance", "shard_columns", "selecti
           "corpus", "corpus_capture", "geometry", "large_offsets", "large_batches")
 
 _current_request = None
+
+
+class NotRunWarning(UserWarning):
+    """A check the gate could not run here: pytest lists it among the
+    warnings, so a quiet pass does not hide it (`require=` makes it fail)."""
 
 
 class EnvironmentProblem(RuntimeError):
@@ -80,10 +86,15 @@ def _failure_dir(failures):
     return tempfile.mkdtemp(prefix="ctxscore-failures-")
 
 
-def _port_command(function, device, tensors, geometry):
+def _python_path():
+    """This package, the caller's folder and its PYTHONPATH: where the port
+    and the in-process replay find `function`, from any folder."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    path = os.pathsep.join([here, os.getcwd()] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-    cmd = ["env", "PYTHONPATH=" + path, sys.executable, "-m", "ctxscore.port", function, "--device", device]
+    return os.pathsep.join([here, os.getcwd()] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+
+
+def _port_command(function, device, tensors, geometry):
+    cmd = ["env", "PYTHONPATH=" + _python_path(), sys.executable, "-m", "ctxscore.port", function, "--device", device]
     if tensors:
         cmd += ["--tensors", tensors]
     if geometry:
@@ -92,7 +103,8 @@ def _port_command(function, device, tensors, geometry):
 
 
 def _in_process_replay(fixture, function, device, tensors):
-    cmd = [sys.executable, "-m", "ctxscore.check", fixture, "--impl", function, "--device", device]
+    cmd = ["env", "PYTHONPATH=" + _python_path(), sys.executable, "-m", "ctxscore.check", fixture, "--impl", function,
+           "--device", device]
     if tensors:
         cmd += ["--tensors", tensors]
     return " ".join(shlex.quote(c) for c in cmd)
@@ -118,31 +130,46 @@ def _failures(report, function, device, tensors):
     return "\n".join(lines)
 
 
-def gate(function, *, checks=None, require=None, cases=200, device="cpu", tensors=None, geometry=None, case_size=None,
-         corpus=None, seed=None, min_cases=None, max_failures=1, timeout=60, compile_keys=8, time_budget=None,
+def gate(function, *, checks=None, require=None, cases=None, device="cpu", tensors=None, geometry=None, case_size=None,
+         corpus=None, seed=None, min_cases=None, max_failures=1, timeout=60, compile_keys=None, time_budget=None,
          failures=None, ctxscore=None):
     """Runs every check of the harness (or `checks`) against `function`
     ("module:function", upstream's signature) and fails the calling test
     naming each check that failed. Returns the report (a dict) on a pass.
 
-    cases: fuzz's cases; the other drawn checks take a share of them.
+    cases: fuzz's cases (default 200, `ctxscore gate`'s); the other drawn
+    checks take a share of them.
+    tensors: what `function` receives: "torch" (the default where torch
+    imports) or "numpy" (host arrays, so device="cpu" only).
     case_size: small (default on the CPU), large (default elsewhere) or m3.
     seed: pins the cases; by default each run draws new ones and prints its seed.
     min_cases: a check that judged fewer cases fails (default: every case
     asked, so a time budget can cut a run short but never pass it on nothing).
-    compile_keys: the drawn cases come from at most this many (H, QL, world,
-    rank, CHUNK, N, sm_scale) sets, so a kernel that specializes on them
+    compile_keys: the drawn cases come from at most this many (default 8,
+    `ctxscore gate`'s) (H, QL, world, rank, CHUNK, N, sm_scale) sets, so a kernel that specializes on them
     compiles a few times (0: unlimited); shrinking leaves them.
     time_budget: seconds for the whole gate, shared among the checks.
     require: checks for which "not run" (capture on a CPU port, say) fails.
-    Raises EnvironmentProblem when the port cannot open `device`."""
+    A check that could not run here (capture on a CPU port, say) passes
+    with a warning that names it and says why.
+    Raises EnvironmentProblem when the port cannot open `device`, and
+    ValueError for arguments that cannot go together."""
+    if tensors not in (None, "numpy", "torch"):
+        raise ValueError(f"tensors: got {tensors!r}, expected \"numpy\", \"torch\" or None (torch where it imports)")
+    if tensors == "numpy" and device != "cpu":
+        raise ValueError(f"tensors=\"numpy\" with device={device!r}: numpy arrays live on the host; "
+                         f"use tensors=\"torch\" for {device}, or device=\"cpu\"")
     binary = _harness(ctxscore)
     port = _port_command(function, device, tensors, geometry)
-    env = dict(os.environ, CTXSCORE_FAILURE_DIR=_failure_dir(failures))
+    made_here = not failures and not os.environ.get("CTXSCORE_FAILURE_DIR") and _current_request is None
+    failure_dir = _failure_dir(failures)
+    env = dict(os.environ, CTXSCORE_FAILURE_DIR=failure_dir)
     if case_size is None and device == "cpu":
         case_size = "small"
-    cmd = [binary, "gate", "--port", port, "--port-timeout", str(timeout), "--json", "--cases", str(cases),
-           "--compile-keys", str(compile_keys), "--max-failures", str(max_failures)]
+    cmd = [binary, "gate", "--port", port, "--port-timeout", str(timeout), "--json",
+           "--max-failures", str(max_failures)]
+    cmd += ["--cases", str(cases)] if cases is not None else []
+    cmd += ["--compile-keys", str(compile_keys)] if compile_keys is not None else []
     cmd += ["--case-size", case_size] if case_size else []
     cmd += ["--seed", str(seed)] if seed is not None else []
     cmd += ["--min-cases", str(min_cases)] if min_cases is not None else []
@@ -153,6 +180,8 @@ def gate(function, *, checks=None, require=None, cases=200, device="cpu", tensor
     for name in require or ():
         cmd += ["--require", name]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if made_here and os.path.isdir(failure_dir) and not os.listdir(failure_dir):
+        os.rmdir(failure_dir)  # a temporary folder of its own that no failure used
     if done.returncode == 4:
         raise EnvironmentProblem(f"ctxscore gate could not run {function} on {device}: {done.stderr.strip()[-2000:]}")
     if done.returncode == 2:
@@ -163,6 +192,8 @@ def gate(function, *, checks=None, require=None, cases=200, device="cpu", tensor
         raise RuntimeError(f"ctxscore did not report (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
     for suite in report.get("suites", []):
         print(f"ctxscore {suite.get('summary', suite['suite'])}")
+        if suite.get("status") == "not run":
+            warnings.warn(f"ctxscore gate: {suite.get('summary', suite['suite'])}", NotRunWarning, stacklevel=2)
     if not report.get("ok") or done.returncode != 0:
         pytest.fail(f"ctxscore gate failed for {function}:\n{_failures(report, function, device, tensors)}", pytrace=False)
     return report

@@ -85,6 +85,34 @@ def test_gate_passes_a_correct_port_and_fails_a_planted_bug_with_its_shrunk_case
     assert "case: Case{" in text and re.search(r"replay: /\S*ctxscore fixtures check", text), text
 
 
+def test_gate_refuses_numpy_arrays_on_a_device_before_running_anything():
+    with pytest.raises(ValueError, match="numpy arrays live on the host"):
+        gate("ctxscore.ports.numpy_port:scores", tensors="numpy", device="cuda", ctxscore="/nonexistent/ctxscore")
+    with pytest.raises(ValueError, match="tensors: got 'jax'"):
+        gate("ctxscore.ports.numpy_port:scores", tensors="jax", ctxscore="/nonexistent/ctxscore")
+
+
+@pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")
+def test_a_check_that_cannot_run_here_passes_with_a_warning_naming_it():
+    from ctxscore.pytest_plugin import NotRunWarning
+
+    with pytest.warns(NotRunWarning, match="capture: not run: port cannot record a graph"):
+        gate("ctxscore.ports.numpy_port:scores", tensors="numpy", checks=["capture"])
+
+
+@pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")
+def test_the_in_process_replay_finds_a_kernel_of_the_callers_folder_from_any_folder(tmp_path, monkeypatch):
+    kernels = tmp_path / "kernel_repo"
+    kernels.mkdir()
+    (kernels / "my_kernel.py").write_text("from ctxscore.ports.numpy_port import cutoff_slack_one as scores\n")
+    monkeypatch.chdir(kernels)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        gate("my_kernel:scores", tensors="numpy", checks=["fuzz"], seed=1, failures=str(tmp_path / "failures"))
+    line = re.search(r"in process: (.+)$", str(failed.value), re.M).group(1)
+    again = subprocess.run(["sh", "-c", line], capture_output=True, text=True, cwd="/")
+    assert again.returncode == 1 and "cannot load" not in again.stdout + again.stderr, (line, again.stdout, again.stderr)
+
+
 @pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")
 def test_the_gate_names_the_checks_the_binary_runs():
     from ctxscore.pytest_plugin import CHECKS
