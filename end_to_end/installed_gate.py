@@ -67,14 +67,14 @@ GATE_TESTS = textwrap.dedent('''
             assert again.returncode == 1, (line, again.stdout)
         if check in NAMED_CASE_CHECKS:  # its cases are the registry's, not drawn: the fixture is the case
             assert "drawn case again" not in text, text
-            assert re.search(r"in process: \\S+ -m ctxscore.check /\\S+ --impl ", text), text
+            assert re.search(r"in process: env PYTHONPATH=\\S+ \\S+ -m ctxscore.check /\\S+ --impl ", text), text
             return
         # The drawn case again fails the check again, whatever its claim spans.
         drawn = re.search(r"drawn case again: (.+)$", text, re.M).group(1)
         again = subprocess.run(["sh", "-c", drawn], capture_output=True, text=True, env=dict(os.environ, PATH="/usr/bin:/bin"),
                                cwd=tmp_path)
         assert again.returncode == 1 and re.search(rf"^port +{check} +1 +1 ", again.stdout, re.M), (drawn, again.stdout)
-        assert re.search(r"in process: \\S+ -m ctxscore.check /\\S+ --impl ", text), text
+        assert re.search(r"in process: env PYTHONPATH=\\S+ \\S+ -m ctxscore.check /\\S+ --impl ", text), text
 
 
     def test_a_budget_that_judges_too_little_fails_the_gate():
