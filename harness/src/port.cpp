@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -352,6 +353,16 @@ StTensor storage(StDType dtype, const void* data, std::size_t elements) {
   return t;
 }
 
+// The call's scalar arguments, as every request names them (PROTOCOL.md).
+void put_scalar_arguments(std::map<std::string, std::string>& m, std::int64_t max_seq_len, std::int64_t rank, std::int64_t world,
+                          std::int64_t max_query_len, double sm_scale) {
+  m["max_seq_len"] = std::to_string(max_seq_len);
+  m["rank"] = std::to_string(rank);
+  m["world_size"] = std::to_string(world);
+  m["max_query_len"] = std::to_string(max_query_len);
+  m["sm_scale"] = decimal(sm_scale);
+}
+
 // The `score`-shaped request of a call: storages and arguments.
 SafeTensors call_message(const char* kind, const HostCase& host, OutMode mode, std::int64_t max_seq_len) {
   const Case& c = host.spec;
@@ -367,11 +378,7 @@ SafeTensors call_message(const char* kind, const HostCase& host, OutMode mode, s
   m["index_cache_shape"] = join({c.pages, kBlockTokens, kHeadDim});
   m["block_table_shape"] = join({c.batch(), c.table_width});
   m["block_table_strides"] = join({c.table_row_stride, 1});
-  m["max_seq_len"] = std::to_string(max_seq_len);
-  m["rank"] = std::to_string(c.rank);
-  m["world_size"] = std::to_string(c.world);
-  m["max_query_len"] = std::to_string(c.query_len);
-  m["sm_scale"] = decimal(c.sm_scale);
+  put_scalar_arguments(m, max_seq_len, c.rank, c.world, c.query_len, c.sm_scale);
   if (mode != OutMode::absent) {
     st.tensors.emplace_back("out", storage(StDType::f32, host.out.data(), host.out.size()));
     m["out_shape"] = join({c.heads, c.out_rows, mode == OutMode::too_small ? c.local() - 1 : c.out_slots});
@@ -424,11 +431,7 @@ SafeTensors raw_message(RawCall& c) {
     m[std::string(kCallTensors[k]) + "_shape"] = join(shape);
     m[std::string(kCallTensors[k]) + "_strides"] = join(strides);
   }
-  m["max_seq_len"] = std::to_string(c.max_seq_len);
-  m["rank"] = std::to_string(c.rank);
-  m["world_size"] = std::to_string(c.world);
-  m["max_query_len"] = std::to_string(c.max_query_len);
-  m["sm_scale"] = decimal(c.sm_scale);
+  put_scalar_arguments(m, c.max_seq_len, c.rank, c.world, c.max_query_len, c.sm_scale);
   return st;
 }
 
