@@ -77,13 +77,14 @@ def _harness(chosen):
 
 
 def _failure_dir(failures):
+    """Where failing cases go, and whether it is a temporary folder of the gate's own."""
     if failures:
-        return os.path.abspath(failures)
+        return os.path.abspath(failures), False
     if os.environ.get("CTXSCORE_FAILURE_DIR"):
-        return os.path.abspath(os.environ["CTXSCORE_FAILURE_DIR"])
+        return os.path.abspath(os.environ["CTXSCORE_FAILURE_DIR"]), False
     if _current_request is not None:
-        return str(_current_request.getfixturevalue("tmp_path") / "ctxscore-failures")
-    return tempfile.mkdtemp(prefix="ctxscore-failures-")
+        return str(_current_request.getfixturevalue("tmp_path") / "ctxscore-failures"), False
+    return tempfile.mkdtemp(prefix="ctxscore-failures-"), True
 
 
 def _python_path():
@@ -146,8 +147,9 @@ def gate(function, *, checks=None, require=None, cases=None, device="cpu", tenso
     min_cases: a check that judged fewer cases fails (default: every case
     asked, so a time budget can cut a run short but never pass it on nothing).
     compile_keys: the drawn cases come from at most this many (default 8,
-    `ctxscore gate`'s) (H, QL, world, rank, CHUNK, N, sm_scale) sets, so a kernel that specializes on them
-    compiles a few times (0: unlimited); shrinking leaves them.
+    `ctxscore gate`'s) (H, QL, world, rank, CHUNK, N, sm_scale) sets, so a
+    kernel that specializes on them compiles a few times (0: unlimited);
+    shrinking leaves them.
     time_budget: seconds for the whole gate, shared among the checks.
     require: checks for which "not run" (capture on a CPU port, say) fails.
     A check that could not run here (capture on a CPU port, say) passes
@@ -161,8 +163,7 @@ def gate(function, *, checks=None, require=None, cases=None, device="cpu", tenso
                          f"use tensors=\"torch\" for {device}, or device=\"cpu\"")
     binary = _harness(ctxscore)
     port = _port_command(function, device, tensors, geometry)
-    made_here = not failures and not os.environ.get("CTXSCORE_FAILURE_DIR") and _current_request is None
-    failure_dir = _failure_dir(failures)
+    failure_dir, temporary = _failure_dir(failures)
     env = dict(os.environ, CTXSCORE_FAILURE_DIR=failure_dir)
     if case_size is None and device == "cpu":
         case_size = "small"
@@ -180,8 +181,8 @@ def gate(function, *, checks=None, require=None, cases=None, device="cpu", tenso
     for name in require or ():
         cmd += ["--require", name]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if made_here and os.path.isdir(failure_dir) and not os.listdir(failure_dir):
-        os.rmdir(failure_dir)  # a temporary folder of its own that no failure used
+    if temporary and not os.listdir(failure_dir):
+        os.rmdir(failure_dir)  # no failure used it
     if done.returncode == 4:
         raise EnvironmentProblem(f"ctxscore gate could not run {function} on {device}: {done.stderr.strip()[-2000:]}")
     if done.returncode == 2:

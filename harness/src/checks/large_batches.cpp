@@ -9,6 +9,7 @@
 
 #include "ctxscore/harness/checks.hpp"
 #include "ctxscore/harness/named_cases.hpp"
+#include "named_case.hpp"
 
 namespace ctxscore::harness {
 
@@ -18,12 +19,8 @@ Suite check_large_batches(Backend& b, const std::vector<std::string>& only, cons
   for (const Case& c : family_cases(CaseFamily::batch)) {
     if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
     if (s.stopped = stop_reason(budget, s.stats.cases); !s.stopped.empty()) break;
-    JudgeOptions o;
-    o.write_failure = true;
-    Verdict v = run_and_judge(b, c, o);
-    if (v.ok() && v.report.written_finite == 0) v.error = "the case wrote no finite score: it tests no request id";
-    s.add(c.name + " (" + std::to_string(c.batch()) + " requests)", v, v.fixture);
-    ++s.min_cases;
+    const Verdict v =
+        checks::judge_named_case(s, b, c, c.name + " (" + std::to_string(c.batch()) + " requests)", "it tests no request id");
     if (!v.ok()) {  // each further case costs seconds and a fixture of tens of MB
       s.stopped = "stopped at its first failing case";
       break;

@@ -10,6 +10,7 @@
 
 #include "ctxscore/harness/case_builder.hpp"
 #include "ctxscore/harness/checks.hpp"
+#include "named_case.hpp"
 
 namespace ctxscore::harness {
 
@@ -88,12 +89,7 @@ Suite check_large_offsets(Backend& b, const std::vector<std::string>& only, cons
                         std::to_string(have >> 30) + " GiB)");
       continue;
     }
-    JudgeOptions o;
-    o.write_failure = true;
-    Verdict v = run_and_judge(b, l.c, o);
-    if (v.ok() && v.report.written_finite == 0) v.error = "the case wrote no finite score: it tests nothing past 2^31";
-    s.add(l.c.name + ": " + l.what, v, v.fixture);
-    ++s.min_cases;
+    checks::judge_named_case(s, b, l.c, l.c.name + ": " + l.what, "it tests nothing past 2^31");
   }
   if (!skipped.empty()) {
     std::string why;

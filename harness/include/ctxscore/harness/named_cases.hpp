@@ -1,8 +1,9 @@
 // Every named case of the project, each defined once: the upstream
 // operator's own tests, one case per edge class of the corpus, the cases
 // peer kernels' suites test (AITER, ATOM, vLLM's CUDA path), batches whose
-// request ids pass 16 bits, and the benchmark's shapes. The CPU and GPU tests, `ctxscore fixtures generate`
-// (the committed corpus) and the kernel benchmark all iterate this list.
+// request ids pass 16 bits, and the benchmark's shapes. The CPU and GPU
+// tests, `ctxscore fixtures generate` (the committed corpus) and the kernel
+// benchmark all iterate this list.
 #pragma once
 
 #include <string>
