@@ -53,21 +53,24 @@ def scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_s
     end = torch.clamp(torch.div(lens + 127, 128, rounding_mode="floor"), max=G)
     scan = torch.clamp(torch.div(torch.clamp(end - rank, min=0) + world_size - 1, world_size, rounding_mode="floor"), max=L)
     q = idx_q.unflatten(0, (B, QL)).reshape(B, QL * H, D).double()  # row (t, h) = t * H + h
-    step = max(1, SLOT_PAGES // max(1, B))
-    for j0 in range(0, L, step):
-        j = torch.arange(j0, min(L, j0 + step), device=device)  # the slots of this pass
-        blocks = j * world_size + rank
-        ids = block_table[:, torch.clamp(blocks, max=G - 1)].long().clamp(0, P - 1)  # [B, n]
-        k = index_cache[ids].double()  # [B, n, 128, D]
-        n = j.numel()
-        dots = torch.bmm(q, k.reshape(B, n * 128, D).transpose(1, 2)).float().reshape(B, QL, H, n, 128) * scale
-        positions = blocks[:, None] * 128 + torch.arange(128, device=device)[None, :]  # [n, 128]
-        seen = positions[None, None, :, :] < cutoff[:, :, None, None]  # [B, QL, n, 128]
-        best = dots.masked_fill(~seen[:, :, None, :, :], float("-inf")).amax(-1)  # [B, QL, H, n]
-        values = best.permute(2, 0, 1, 3).reshape(H, T, n)
-        written = (j[None, :] < scan[:, None])[:, None, :].expand(B, QL, n).reshape(T, n)[None].expand(H, T, n)
-        part = target[:, :, j0:j0 + n]
-        part.copy_(torch.where(written, values, part))
+    for b0 in range(0, B, SLOT_PAGES):  # requests and slots in passes of at most SLOT_PAGES pages
+        b1 = min(B, b0 + SLOT_PAGES)
+        nb = b1 - b0
+        step = max(1, SLOT_PAGES // nb)
+        for j0 in range(0, L, step):
+            j = torch.arange(j0, min(L, j0 + step), device=device)  # the slots of this pass
+            blocks = j * world_size + rank
+            ids = block_table[b0:b1, torch.clamp(blocks, max=G - 1)].long().clamp(0, P - 1)  # [nb, n]
+            k = index_cache[ids].double()  # [nb, n, 128, D]
+            n = j.numel()
+            dots = torch.bmm(q[b0:b1], k.reshape(nb, n * 128, D).transpose(1, 2)).float().reshape(nb, QL, H, n, 128) * scale
+            positions = blocks[:, None] * 128 + torch.arange(128, device=device)[None, :]  # [n, 128]
+            seen = positions[None, None, :, :] < cutoff[b0:b1, :, None, None]  # [nb, QL, n, 128]
+            best = dots.masked_fill(~seen[:, :, None, :, :], float("-inf")).amax(-1)  # [nb, QL, H, n]
+            values = best.permute(2, 0, 1, 3).reshape(H, nb * QL, n)
+            written = (j[None, :] < scan[b0:b1, None])[:, None, :].expand(nb, QL, n).reshape(nb * QL, n)[None].expand(H, nb * QL, n)
+            part = target[:, b0 * QL:b1 * QL, j0:j0 + n]
+            part.copy_(torch.where(written, values, part))
     return out if fits else target
 
 
