@@ -44,9 +44,11 @@ using harness::Suite;
 using harness::OutMode;
 using harness::Verdict;
 using json = nlohmann::ordered_json;
-
-
-enum ExitStatus { kPassed = 0, kFailed = 1, kBadInput = 2, kInterrupted = 3, kUnavailable = 4 };
+using harness::kBadInput;
+using harness::kFailed;
+using harness::kInterrupted;
+using harness::kPassed;
+using harness::kUnavailable;
 
 // ---- geometry -------------------------------------------------------------
 
@@ -174,7 +176,7 @@ struct VerifyPlan {
   std::int64_t min_cases = -1;        // -1: every case asked
 };
 
-int verify_command(const VerifyPlan& plan, Report& report, bool print, const harness::TimeBudget& budget) {
+void verify_command(const VerifyPlan& plan, Report& report, bool print, const harness::TimeBudget& budget) {
   const std::string corpus = plan.corpus.empty() ? default_corpus() : plan.corpus;
   const std::vector<fs::path> files = fixture_files({corpus});
   if (print)
@@ -206,7 +208,6 @@ int verify_command(const VerifyPlan& plan, Report& report, bool print, const har
     if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry") && !harness::stop_signal())
       report.suites.push_back(harness::check_geometry(*b, 2000, plan.seed));
   }
-  return report.ok() ? kPassed : kFailed;
 }
 
 // A port's time limit: a finite number of seconds, at least a millisecond
@@ -247,6 +248,21 @@ const CLI::Validator kSeed(
       return "";
     },
     "SEED");
+
+// A count: decimal digits alone, in [lo, hi] (CLI11's integer parse takes
+// " 5" and "0x10", and a range check prints its bound as a double).
+CLI::Validator decimal_in(std::int64_t lo, std::int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        std::int64_t v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || text[0] == '-' || ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi)
+          return "\"" + harness::printable(text) + "\", expected a decimal integer from " + std::to_string(lo) + " to " +
+                 std::to_string(hi);
+        return "";
+      },
+      "INT");
+}
 
 // "K/N" with 1 <= K <= N: this run takes the cases k with k % N == K - 1.
 std::pair<std::int64_t, std::int64_t> parse_shard(const std::string& text) {
@@ -355,13 +371,13 @@ int main(int argc, char** argv) {
 
   std::string backend = "reference", port, check_mode = "given", fuzz_mode = "mixed", failures;
   int repeat = 1;
-  std::vector<CLI::Option*> port_options;
+  std::vector<CLI::Option*> port_options, backend_options, junit_options;
   const auto add_backend = [&](CLI::App* cmd, std::string& out_mode, const char* modes) {
-    cmd->add_option("--backend", backend, "reference, hip or port")->capture_default_str();
+    backend_options.push_back(cmd->add_option("--backend", backend, "reference, hip or port")->capture_default_str());
     port_options.push_back(cmd->add_option("--port", port, "a port's command line (implies --backend port)"));
     cmd->add_option("--out-mode", out_mode, std::string("how out is passed: ") + modes)->capture_default_str();
     cmd->add_flag("--json", as_json, "print JSON");
-    cmd->add_option("--junit", junit, "also write a JUnit XML report here");
+    junit_options.push_back(cmd->add_option("--junit", junit, "also write a JUnit XML report here"));
     cmd->add_option("--repeat", repeat, "make each call this many times: every call after the first must give its bits")
         ->capture_default_str()->check(CLI::Range(1, 1000));
   };
@@ -399,21 +415,21 @@ int main(int argc, char** argv) {
   std::int64_t min_cases = -1;
   double time_budget = 0;
   const auto add_drawn = [&](CLI::App* cmd, CheckOptions& o) {
-    cmd->add_option("--cases", o.campaign.cases, "how many cases")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+    cmd->add_option("--cases", o.campaign.cases, "how many cases")->capture_default_str()->check(decimal_in(1, std::int64_t{1} << 40));
     cmd->add_option("--seed", seed_text, "the run's seed: case k is drawn from a hash of (seed, check, k) (default: a fresh one, printed)")->check(kSeed);
     cmd->add_option("--max-failures", o.campaign.max_failures, "stop a check after this many failing cases, each shrunk (0: judge every case)")
-        ->capture_default_str()->check(CLI::NonNegativeNumber);
+        ->capture_default_str()->check(decimal_in(0, std::int64_t{1} << 40));
     cmd->add_option("--min-cases", min_cases, "a check that judged fewer cases than this fails (default: every case asked)")
-        ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
+        ->check(decimal_in(0, std::int64_t{1} << 40));
     cmd->add_option("--case-size", o.size, "small (the CPU suite's sizes, for slow ports), large (the GPU suite's) or m3 (M3's shapes at the GPU suite's sizes); default: the backend's")
         ->check(CLI::IsMember(ctxscore::gen::limit_names()));
     cmd->add_option("--compile-keys", o.compile_keys,
                     "draw every case from at most this many compile keys (H, QL, world, rank, CHUNK, N, sm_scale), so a "
                     "kernel that specializes on them compiles a few times, not once per case; shrinking leaves them; 0: unlimited")
-        ->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
+        ->capture_default_str()->check(decimal_in(0, std::int64_t{1} << 20));
     cmd->add_option("--shard", shard, "K/N: run only the cases k with k % N == K-1, so N jobs split one campaign")->capture_default_str();
     cmd->add_option("--only-case", o.campaign.only_case, "judge case K of the run alone (a failure's drawn case again)")
-        ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
+        ->check(decimal_in(0, std::int64_t{1} << 40));
   };
   auto* fuzz_cmd = app.add_subcommand("fuzz", "Random cases against the backend's oracle; failing cases become fixtures");
   add_backend(fuzz_cmd, fuzz_mode, "given, absent, too_small, or mixed (drawn per case: given in 3 of 5)");
@@ -447,7 +463,7 @@ int main(int argc, char** argv) {
   verify_cmd->add_option("--min-cases", plan.min_cases, "a suite that judged fewer cases than this fails (default: every case asked)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   verify_cmd->add_flag("--json", as_json, "print JSON");
-  verify_cmd->add_option("--junit", junit, "also write a JUnit XML report here");
+  junit_options.push_back(verify_cmd->add_option("--junit", junit, "also write a JUnit XML report here"));
 
   double port_timeout = 0, port_startup_timeout = 0;
   for (CLI::App* cmd : {check_cmd, fuzz_cmd, verify_cmd, gate_cmd}) {
@@ -481,6 +497,20 @@ int main(int argc, char** argv) {
       ->check(kGatePercent);
   bench_cmd->add_flag("--json", as_json, "print JSON");
 
+  // CLI11 says only "A subcommand is required" of a word it does not know.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+      found = found || sub->get_name() == argv[1];
+    }
+    if (!found) {
+      std::fprintf(stderr, "ctxscore: no command \"%s\"; the commands are %s (ctxscore --help)\n", harness::printable(argv[1]).c_str(),
+                   known.c_str());
+      return kBadInput;
+    }
+  }
   try {
     app.parse(argc, argv);
     if (*gate_cmd) drawn = gate_drawn;
@@ -506,6 +536,24 @@ int main(int argc, char** argv) {
       if (const std::string why = harness::failure_dir_problem(); !why.empty())
         throw CLI::ValidationError(failures.empty() ? "CTXSCORE_FAILURE_DIR" : "--failures", why);
     }
+    for (const CLI::Option* o : junit_options)
+      if (o->count() > 0 && junit.empty())
+        throw CLI::ValidationError("--junit", "an empty path (an unset variable?); expected the XML file to write");
+    const bool backend_named = std::any_of(backend_options.begin(), backend_options.end(), [](const CLI::Option* o) { return o->count() > 0; });
+    if (backend_named && !port.empty() && backend != "port")
+      throw CLI::ValidationError("--backend", "--backend " + harness::printable(backend) + " with --port: the run would judge the port, not " +
+                                                  harness::printable(backend) + "; give one of them");
+    if (*gate_cmd && !list_checks && !backend_named && port.empty())
+      throw CLI::ValidationError("--port", "the gate was not told what to judge: give --port COMMAND (a kernel's port) or --backend "
+                                           "reference|hip (without either it would judge the harness's own reference and pass)");
+    if (*gate_cmd) {
+      for (const auto& [option, names] : {std::pair{"--check", &gate_checks}, std::pair{"--require", &gate_required}})
+        for (const std::string& n : *names) try {
+            harness::check_claim(n);
+          } catch (const std::invalid_argument& e) {
+            throw CLI::ValidationError(option, e.what());
+          }
+    }
     if (!port.empty()) backend = "port";
     if (*geo) return geometry_command(batch, bound, world, heads, query_len, as_json);
     if (*cases_cmd) return cases_command(as_json);
@@ -521,12 +569,17 @@ int main(int argc, char** argv) {
       return kPassed;
     }
     std::tie(drawn.campaign.shard_index, drawn.campaign.shard_count) = parse_shard(shard);
+    if (drawn.campaign.shard_count > 1 && seed_text.empty())
+      throw CLI::ValidationError("--shard", "--shard " + shard + " needs --seed: without it each shard draws a fresh seed of its own, "
+                                            "and the shards split no common campaign");
+    if ((*fuzz_cmd || *gate_cmd) && min_cases > drawn.campaign.cases)
+      throw CLI::ValidationError("--min-cases", std::to_string(min_cases) + " is more than the " + std::to_string(drawn.campaign.cases) +
+                                                    " cases asked (--cases); expected at most that");
     drawn.campaign.seed = seed_text.empty() ? fresh_seed() : std::stoull(seed_text);
     drawn.campaign.min_cases = min_cases;
     harness::install_stop_signals();
     const harness::TimeBudget budget(time_budget);
     Report report;
-    int rc = kPassed;
     if (*check_cmd) {
       if (check_mode == "mixed") throw CLI::ValidationError("--out-mode", "mixed is for fuzz; fixtures take given, absent, too_small or all");
       if (check_mode != "all") harness::out_mode_named(check_mode);
@@ -540,6 +593,9 @@ int main(int argc, char** argv) {
       if (paths.empty()) paths.push_back(default_corpus());
       const std::vector<fs::path> files = fixture_files(paths);
       const auto b = harness::make_backend(backend, port);
+      if (capture)
+        if (const std::string why = harness::capture_absence(*b); !why.empty())
+          throw CLI::ValidationError("--capture", "backend " + b->name() + " records no graph here: " + why);
       harness::CorpusOptions co;
       co.modes = modes_named(check_mode);
       co.repeat = repeat;
@@ -557,6 +613,7 @@ int main(int argc, char** argv) {
       drawn.repeat = *gate_cmd && gate_cmd->get_option("--repeat")->count() == 0 ? 2 : repeat;
       drawn.campaign.budget = &budget;
       const auto b = harness::make_backend(backend, port);
+      if (drawn.size.empty()) drawn.size = b->case_size();  // named, so the lines that draw a case again name it too
       drawn.campaign.redraw = harness::shell_quoted(harness::replay_program()) + " gate " + b->replay_flags() +
                               (drawn.size.empty() ? "" : " --case-size " + drawn.size) +
                               " --compile-keys " + std::to_string(drawn.compile_keys) +
@@ -574,29 +631,18 @@ int main(int argc, char** argv) {
         gp.time_budget = time_budget;
         gp.geometry_points = geometry_points;
         gp.corpus = fixture_files(gate_corpus.empty() ? std::vector<std::string>{default_corpus()} : gate_corpus);
-        try {
-          report = harness::run_gate(*b, gp);
-        } catch (const std::invalid_argument& e) {
-          throw CLI::ValidationError("--check", e.what());
-        }
+        report = harness::run_gate(*b, gp);
       }
     } else if (*verify_cmd) {
       if (const char* v = std::getenv("CTXSCORE_REQUIRE_GPU"); v && *v && std::string(v) != "0") plan.required.push_back("hip");
-      rc = verify_command(plan, report, !as_json, budget);
+      verify_command(plan, report, !as_json, budget);
     }
     report.interrupted_by = harness::stop_signal();
     if (!junit.empty()) harness::write_junit(report, junit, gate_cmd->parsed());
     if (as_json) std::cout << report.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else std::cout << report.table();
     std::cout.flush();
-    if (report.interrupted_by) return kInterrupted;
-    std::int64_t failures = 0, malformed = 0;
-    for (const Suite& suite : report.suites) {
-      failures += suite.stats.failures;
-      malformed += suite.errors;
-    }
-    if (failures > 0) return kFailed;
-    return malformed > 0 ? kBadInput : rc != kPassed || !report.ok() ? kFailed : kPassed;
+    return harness::exit_status(report);
   } catch (const CLI::Error& e) {
     app.exit(e);
     return kBadInput;

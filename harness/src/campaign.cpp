@@ -44,17 +44,29 @@ std::string stop_reason(const TimeBudget* budget, std::int64_t judged) {
   return "";
 }
 
-void judge_floors(Suite& s, const std::vector<Floor>& floors, std::int64_t evaluated) {
-  constexpr std::int64_t kFloorCases = 100;  // fewer cases make a share mean little
-  if (floors.empty() || evaluated < kFloorCases) return;
-  auto& counts = gen::class_counts();
-  for (const Floor& f : floors) {
-    const std::int64_t k = counts.count(f.claim) ? counts[f.claim] : 0;
-    const double share = static_cast<double>(k) / static_cast<double>(evaluated);
-    if (share >= f.share) continue;
-    s.coverage += (s.coverage.empty() ? "" : "; ") + std::string("coverage floor not met: \"") + f.claim + "\" in " +
-                  std::to_string(k) + " of " + std::to_string(evaluated) + " cases (" + std::to_string(100 * share) +
-                  "%), expected at least " + std::to_string(100 * f.share) + "%";
+const Floor* stratum_of(const std::vector<Floor>& floors, std::int64_t k) {
+  // frac(k·φ) in 64-bit fixed point: k times 2^64/φ, modulo 2^64.
+  const double u = static_cast<double>(static_cast<std::uint64_t>(k) * 0x9E3779B97F4A7C15ull) * 0x1p-64;
+  double edge = 0;
+  for (const Floor& f : floors)
+    if (u < (edge += f.share)) return &f;
+  return nullptr;
+}
+
+void judge_floors(Suite& s, const CampaignPlan& plan, const std::vector<StratumTally>& tallies, const std::string& check) {
+  for (std::size_t i = 0; i < plan.floors.size(); ++i) {
+    const Floor& f = plan.floors[i];
+    const StratumTally& t = tallies[i];
+    if (t.unreachable > 0 && t.drawn == 0)
+      s.oracle += "; no compile key of this run can hold \"" + f.claim + "\" (" + std::to_string(t.unreachable) +
+                  " cases of its stratum drawn at random instead)";
+    if (t.held == t.drawn) continue;
+    s.coverage += (s.coverage.empty() ? "" : "; ") + std::string("coverage floor not met, a shortfall of the harness's case source, "
+                  "not of the backend: \"") + f.claim + "\" held in " + std::to_string(t.held) + " of the " +
+                  std::to_string(t.drawn) + " cases drawn to hold it; the first to miss is case " +
+                  std::to_string(t.first_miss) + " of seed " + std::to_string(plan.seed);
+    if (const std::string again = redraw_line(plan, check, t.first_miss); !again.empty())
+      s.coverage += "; draw it again: " + again;
   }
 }
 

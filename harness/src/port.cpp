@@ -449,7 +449,9 @@ class PortBackend : public Backend, public PortBackendApi {
     return toolchain_.empty() ? "not reported by the port (its hello names no toolchain)" : toolchain_;
   }
   Oracle oracle() const override { return Oracle::reference; }
-  gen::CaseLimits fuzz_limits() const override { return gen::named_limits("large"); }  // a port launches its own geometry
+  gen::CaseLimits fuzz_limits() const override { return gen::named_limits(case_size()); }  // a port launches its own geometry
+  // A port on the host would take minutes a case at the GPU's sizes.
+  std::string case_size() const override { return device_ == "cpu" ? "small" : "large"; }
   std::string replay_flags() const override { return "--port " + shell_quoted(command_); }
   bool supports(const std::string& what) override {
     ensure_started();
@@ -661,6 +663,7 @@ class PortBackend : public Backend, public PortBackendApi {
       port_name_ = reply.metadata.count("name") ? reply.metadata.at("name") : command_;
       supports_ = "," + (reply.metadata.count("supports") ? reply.metadata.at("supports") : std::string("score")) + ",";
       toolchain_ = reply.metadata.count("toolchain") ? printable(reply.metadata.at("toolchain")).substr(0, 1000) : "";
+      device_ = reply.metadata.count("device") ? reply.metadata.at("device") : "";
     } catch (const FixtureError& e) {
       const std::string state = child_->state();
       child_.reset();
@@ -673,7 +676,7 @@ class PortBackend : public Backend, public PortBackendApi {
     }
   }
 
-  std::string command_, port_name_, supports_, last_state_, toolchain_;
+  std::string command_, port_name_, supports_, last_state_, toolchain_, device_;
   std::unique_ptr<Child> child_;
   friend class PortCapture;
 };

@@ -60,6 +60,18 @@ bool Report::ok() const {
   return true;
 }
 
+ExitStatus exit_status(const Report& r) {
+  if (r.interrupted_by) return kInterrupted;
+  std::int64_t failures = 0, malformed = 0;
+  for (const Suite& s : r.suites) {
+    failures += s.stats.failures;
+    malformed += s.errors;
+  }
+  if (failures > 0) return kFailed;
+  if (malformed > 0) return kBadInput;
+  return r.ok() ? kPassed : kFailed;
+}
+
 std::string Report::table() const {
   std::ostringstream o;
   char line[256];
@@ -169,6 +181,21 @@ void junit_per_check(std::ostringstream& o, const Report& r) {
   o << "  </testsuite>\n";
 }
 
+// What fails a run outside its checks: a stop signal, a required backend
+// that could not run. A reader of the file alone sees them too.
+void junit_run(std::ostringstream& o, const Report& r) {
+  std::vector<std::pair<std::string, std::string>> problems;  // testcase, message
+  if (r.interrupted_by)
+    problems.emplace_back("run", "interrupted by signal " + std::to_string(r.interrupted_by) + " before every case was judged");
+  for (const std::string& a : r.required_absent) problems.emplace_back("required backend", "required but not available: " + a);
+  if (problems.empty()) return;
+  o << "  <testsuite name=\"ctxscore.run\" tests=\"" << problems.size() << "\" failures=\"0\" errors=\"" << problems.size() << "\">\n";
+  for (const auto& [name, message] : problems)
+    o << "    <testcase classname=\"ctxscore\" name=\"" << xml(name) << "\">\n      <error message=\"" << xml(message)
+      << "\"/>\n    </testcase>\n";
+  o << "  </testsuite>\n";
+}
+
 }  // namespace
 
 void write_junit(const Report& r, const std::string& path, bool per_check) {
@@ -195,6 +222,7 @@ void write_junit(const Report& r, const std::string& path, bool per_check) {
     }
     o << "  </testsuite>\n";
   }
+  junit_run(o, r);
   o << "</testsuites>\n";
   const std::string tmp = path + ".partial";
   {

@@ -185,7 +185,7 @@ class Worker:
             raise ValueError(f"the harness speaks protocol {m['protocol']!r}, this worker protocol {PROTOCOL_VERSION}")
         supports = ["score", "time", "refuse"] + (["capture"] if self.can_capture() else []) + (["geometry"] if self.geometry_fn else [])
         return {}, {"message": "hello", "name": self.name, "supports": ",".join(supports),
-                    "protocol": str(PROTOCOL_VERSION), "toolchain": self.toolchain()}
+                    "protocol": str(PROTOCOL_VERSION), "toolchain": self.toolchain(), "device": str(self.buffers.device)}
 
     def toolchain(self):
         """What runs the implementation: Python, numpy, and torch, Triton, the

@@ -21,11 +21,13 @@ inline gen::CaseLimits limits_of(Backend& b, const CheckOptions& o) {
 
 // Case k: from the run's compile keys when it has them; its out mode the
 // options' or, for "mixed", drawn from the case's seed.
+inline rc::Shrinkable<DrawnCase> with_out_mode(rc::Shrinkable<Case> c, const std::string& out_mode, std::uint64_t seed) {
+  const OutMode out = out_mode == "mixed" ? gen::sample_out_mode(seed) : out_mode_named(out_mode);
+  return rc::shrinkable::map(std::move(c), [out](Case x) { return DrawnCase{std::move(x), out}; });
+}
+
 inline std::function<rc::Shrinkable<DrawnCase>(std::uint64_t, int)> draw_cases(const CaseSource& source, const std::string& out_mode) {
-  return [&source, out_mode](std::uint64_t seed, int size) {
-    const OutMode out = out_mode == "mixed" ? gen::sample_out_mode(seed) : out_mode_named(out_mode);
-    return rc::shrinkable::map(source.draw(seed, size), [out](Case c) { return DrawnCase{std::move(c), out}; });
-  };
+  return [&source, out_mode](std::uint64_t seed, int size) { return with_out_mode(source.draw(seed, size), out_mode, seed); };
 }
 
 inline std::vector<DrawnCase> smaller_drawn(const DrawnCase& d) {

@@ -1,10 +1,12 @@
 // The gate: every check, in order, against one backend, the time budget
-// shared so that each check gets a fair part of what the ones before left.
+// shared so that each check that will run gets a fair part of what the
+// ones before left.
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
 #include "ctxscore/harness/checks.hpp"
+#include "ctxscore/harness/port.hpp"
 
 namespace ctxscore::harness {
 
@@ -61,6 +63,7 @@ Report run_gate(Backend& b, const GatePlan& plan) {
   for (const std::string& n : names) check_claim(n);  // throws on an unknown name
   for (const std::string& n : plan.required) check_claim(n);
   const bool named = !plan.checks.empty();
+  const std::string size = plan.drawn.size.empty() ? b.case_size() : plan.drawn.size;
   Report report;
   const auto t0 = std::chrono::steady_clock::now();
   std::string capture_missing;
@@ -76,15 +79,32 @@ Report run_gate(Backend& b, const GatePlan& plan) {
     }
     return capture_missing;
   };
+  // Why a check will not run on this backend, known before it starts, so
+  // that a time budget is shared among the checks that will run.
+  const auto left_out = [&](const std::string& name) -> std::string {
+    if (name == "large_offsets" && size == "small" && !named)
+      return "left out at case size small (a CPU port's); name the check to run it (it needs about 14 GiB)";
+    if (name == "capture" || name == "corpus_capture") return capture_absent();
+    if (name == "refusals") return b.refusals_absence();
+    if (name == "geometry") {
+      PortBackendApi* port = as_port(b);
+      return port && port->supports("geometry") ? "" : "no geometry";
+    }
+    return "";
+  };
+  std::vector<bool> runs;
+  for (const std::string& n : names) runs.push_back(left_out(n).empty());
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
     double share = 0;
     if (plan.time_budget > 0) {
       const double left = plan.time_budget - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      share = std::max(left, 1e-3) / static_cast<double>(names.size() - i);
+      const auto to_run = std::count(runs.begin() + static_cast<std::ptrdiff_t>(i), runs.end(), true);
+      share = std::max(left, 1e-3) / static_cast<double>(std::max<std::ptrdiff_t>(to_run, 1));
     }
     const TimeBudget budget(share);
     CheckOptions o = plan.drawn;
+    o.size = size;
     o.campaign.budget = plan.time_budget > 0 ? &budget : nullptr;
     const auto& entry = *std::find_if(entries().begin(), entries().end(), [&](const CheckEntry& e) { return e.name == name; });
     if (entry.share_of_cases > 0 && name != "fuzz")
@@ -117,9 +137,9 @@ Report run_gate(Backend& b, const GatePlan& plan) {
       co.budget = o.campaign.budget;
       if (o.campaign.min_cases >= 0)
         co.min_cases = std::min<std::int64_t>(o.campaign.min_cases, static_cast<std::int64_t>(plan.corpus.size() * co.modes.size()));
-      if (co.capture && !capture_absent().empty()) {
+      if (co.capture && !left_out(name).empty()) {
         s = suite_for(name, b, "the fixtures' expectations");
-        s.not_run = capture_absent();
+        s.not_run = left_out(name);
       } else {
         s = check_corpus(b, plan.corpus, co);
       }
@@ -128,9 +148,9 @@ Report run_gate(Backend& b, const GatePlan& plan) {
     } else if (name == "large_batches") {
       s = check_large_batches(b, {}, o.campaign.budget);
     } else {
-      if (plan.drawn.size == "small" && !named) {
+      if (const std::string why = left_out(name); !why.empty()) {
         s = suite_for(name, b, oracle_name(b.oracle()));
-        s.not_run = "left out at case size small (a CPU port's); name the check to run it (it needs about 14 GiB)";
+        s.not_run = why;
       } else {
         s = check_large_offsets(b, {}, o.campaign.budget);
       }

@@ -86,6 +86,9 @@ class Backend {
   virtual Oracle oracle() const = 0;
   // Case sizes that keep the backend and its oracle in pace.
   virtual gen::CaseLimits fuzz_limits() const = 0;
+  // The named case size (case_limits.hpp) of fuzz_limits(), which a run
+  // takes when it names none; empty where the backend's limits are its own.
+  virtual std::string case_size() const { return ""; }
   // Runs one call on buffers laid out as `host` describes; `host.out` holds
   // the sentinel. Throws BackendError when the backend misbehaves,
   // ContractError when it rejects the arguments.

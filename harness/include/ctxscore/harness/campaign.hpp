@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,12 +22,22 @@
 
 namespace ctxscore::harness {
 
-// A coverage floor: at least `share` of a campaign's cases fall in the edge
-// class `claim` (a gen::classify name, or one counted with gen::count_class).
+// A coverage floor, met by construction: `share` of a campaign's cases, a
+// stratum chosen by the case's index alone, are drawn on purpose to fall in
+// the edge class `claim` (a gen::classify name, or one counted with
+// gen::count_class). The floor fails only where a case drawn so misses its
+// class: a shortfall of the case source, never of the backend, and never
+// luck.
 struct Floor {
   std::string claim;
   double share;
 };
+
+// The floor whose stratum case k falls in, or nullptr: the floors' shares
+// laid end to end on [0, 1) against frac(k·φ), a Weyl sequence, so that a
+// stratum's share holds over the first n cases of a run and over every
+// shard's cases k ≡ K (mod N) alike, whatever the seed.
+const Floor* stratum_of(const std::vector<Floor>& floors, std::int64_t k);
 
 struct CampaignPlan {
   std::int64_t cases = 100;
@@ -37,7 +48,7 @@ struct CampaignPlan {
   double shrink_seconds = 60;     // and seconds
   std::int64_t shard_index = 0, shard_count = 1;  // case k runs where k % count == index
   bool print = true;              // failures and progress on stderr
-  std::vector<Floor> floors;      // judged over a passing run of at least 100 cases
+  std::vector<Floor> floors;      // strata drawn into their classes (CampaignSteps::draw_in), judged over a passing run
   const TimeBudget* budget = nullptr;  // none: unlimited
   std::int64_t only_case = -1;    // >= 0: judge case k = only_case alone (a failure's case drawn again)
   // The command line that draws a case of this run again, less its check,
@@ -63,6 +74,10 @@ template <class T>
 struct CampaignSteps {
   std::string check;                                              // the suite's name and the fixture's found_by
   std::function<rc::Shrinkable<T>(std::uint64_t case_seed, int size)> draw;  // size: RapidCheck's, case_size()
+  // A value in a floor's class (its claim), for the cases of its stratum;
+  // nullopt where the run cannot hold the class at all (no compile key of
+  // the run reaches it), which the suite then names.
+  std::function<std::optional<rc::Shrinkable<T>>(std::uint64_t case_seed, int size, const std::string& claim)> draw_in;
   std::function<Trial(const T&)> judge;
   std::function<void(const T&)> classify;                         // optional: the edge classes of a drawn value
   std::function<std::vector<T>(const T&)> smaller;                // optional: smaller values beyond the generator's shrinks
@@ -73,8 +88,15 @@ struct CampaignSteps {
 Suite suite_for(const std::string& check, Backend& b, const std::string& oracle);
 // Why a loop stops before its next case: a stop signal or the spent budget; empty to go on.
 std::string stop_reason(const TimeBudget* budget, std::int64_t judged);
-// Judges `floors` against the class counts of `evaluated` cases into s.coverage.
-void judge_floors(Suite& s, const std::vector<Floor>& floors, std::int64_t evaluated);
+// What a run's strata held: per floor, the cases drawn into its class, those
+// that fell in it, the first that did not, and those the run could not draw so.
+struct StratumTally {
+  std::int64_t drawn = 0, held = 0, unreachable = 0;
+  std::int64_t first_miss = -1;
+};
+// Judges the floors' strata into s.coverage (a miss, with its seed and the
+// line that draws it again) and names in s.oracle a class the run cannot hold.
+void judge_floors(Suite& s, const CampaignPlan& plan, const std::vector<StratumTally>& tallies, const std::string& check);
 // Writes a failing trial's case as a fixture and returns its path and replay line.
 std::string record_failure(const Suite& s, const Trial& t, std::uint64_t seed, Backend& b);
 // Whether a failing verdict is a port that hung: shrinking it would cost a timeout a step.
@@ -151,11 +173,15 @@ Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>&
   gen::class_counts().clear();
   Progress progress;
   const auto t0 = std::chrono::steady_clock::now();
-  std::int64_t evaluated = 0;
+  std::vector<StratumTally> tallies(plan.floors.size());
   for (std::int64_t k = first; k < end; k += step) {
     if (s.stopped = stop_reason(plan.budget, s.stats.cases); !s.stopped.empty()) break;
     const std::uint64_t seed = case_seed(plan.seed, steps.check, k);
-    const rc::Shrinkable<T> drawn = steps.draw(seed, case_size(k));
+    const Floor* stratum = steps.draw_in ? stratum_of(plan.floors, k) : nullptr;
+    std::optional<rc::Shrinkable<T>> in_class;
+    if (stratum) in_class = steps.draw_in(seed, case_size(k), stratum->claim);
+    const rc::Shrinkable<T> drawn = in_class ? *in_class : steps.draw(seed, case_size(k));
+    const std::int64_t held_before = stratum ? gen::class_counts()[stratum->claim] : 0;
     if (steps.classify) steps.classify(drawn.value());
     Trial t;
     try {
@@ -163,7 +189,16 @@ Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>&
     } catch (const Interrupted&) {
       continue;  // not judged; the next round names the signal
     }
-    ++evaluated;
+    if (stratum) {
+      StratumTally& tally = tallies[static_cast<std::size_t>(stratum - plan.floors.data())];
+      if (!in_class) {
+        ++tally.unreachable;
+      } else {
+        ++tally.drawn;
+        if (gen::class_counts()[stratum->claim] > held_before) ++tally.held;
+        else if (tally.first_miss < 0) tally.first_miss = k;
+      }
+    }
     std::string fixture;
     if (!t.verdict.ok()) {
       if (!hung(t.verdict)) t = detail::shrink(steps, drawn, t, plan);
@@ -186,7 +221,7 @@ Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>&
   }
   if (s.stopped.empty() && stop_signal()) s.stopped = stop_reason(plan.budget, s.stats.cases);
   if (s.stats.failures == 0 && !stop_signal()) {
-    judge_floors(s, plan.floors, evaluated);
+    judge_floors(s, plan, tallies, steps.check);
     if (steps.finish) steps.finish(s);
   }
   gen::class_counts().clear();

@@ -38,6 +38,14 @@ struct CheckOptions {
   int repeat = 1;                  // fuzz: calls per case, each after the first bitwise the first's
 };
 
+// fuzz's coverage floor (campaign.hpp): a stratum of its cases drawn with a
+// written element every qualifying score of which is negative, where a max
+// that starts at 0 shows (CaseSource::draw_negative_row).
+inline const Floor kAllNegativeRowFloor{"a written row whose qualifying scores are all negative", 0.05};
+// batch_invariance's: every case in one stratum, a quarter each way the
+// batch changes (gen::rebatching_kinds(), gen::genRebatchedCase).
+inline constexpr const char* kRebatchedClassPrefix = "the batch ";
+
 // The checks in the order the gate runs them.
 const std::vector<std::string>& check_names();
 // One line on what a check catches, for `ctxscore gate --list`.

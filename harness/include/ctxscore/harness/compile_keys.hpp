@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -40,12 +41,21 @@ class CaseSource {
   CaseSource(const gen::CaseLimits& lim, std::uint64_t run_seed, std::int64_t max_keys);
   // `size`: RapidCheck's, 0 to 100 (the generators' ranges grow with it).
   rc::Shrinkable<Case> draw(std::uint64_t case_seed, int size = 100) const;
+  // A case of the run with a written element every qualifying score of
+  // which is negative (where a max started at 0 shows): one request's last
+  // token sees one position of its rank's first block, and the contents are
+  // drawn until a head scores that position below zero. nullopt where no
+  // key of the run writes anything (its rank owns no block under its bound).
+  std::optional<rc::Shrinkable<Case>> draw_negative_row(std::uint64_t case_seed, int size = 100) const;
   // Whether a shrink candidate stays inside the run's keys (always, unlimited).
   bool admits(const Case& c) const;
   const std::vector<CompileKey>& keys() const { return keys_; }
+  const std::vector<Case>& prototypes() const { return prototypes_; }  // one case of each key, in keys()' order
   bool limited() const { return !keys_.empty(); }
 
  private:
+  rc::Shrinkable<Case> draw_from_key(std::size_t j, std::uint64_t case_seed, int size) const;
+
   gen::CaseLimits lim_;
   std::vector<CompileKey> keys_;  // distinct
   std::vector<Case> prototypes_;  // one case of each key

@@ -66,18 +66,45 @@ inline rc::Gen<std::int32_t> genSeqLen(std::int64_t bound, std::int64_t ql) {
 // The table entries past a request's reach, which no call may follow
 // (CONTRACT.md §4): wild ids, so that a kernel reading one unclamped faults
 // or reads poison.
+// The picks come from one drawn seed: a draw per entry costs more than the
+// rest of a large case.
 inline void poison_past_reach(Case& c) {
   const std::int32_t wild[] = {INT32_MIN, -1, static_cast<std::int32_t>(c.pages), INT32_MAX};
+  const std::uint64_t seed = *rc::gen::arbitrary<std::uint64_t>();
   for (std::int64_t i = 0; i < c.batch(); ++i)
     for (std::int64_t b = std::max<std::int64_t>(reach_blocks(c.seq_lens[static_cast<std::size_t>(i)], c.global()), 0);
          b < c.table_width; ++b)
-      c.table_entry(i, b) = *rc::gen::element(wild[0], wild[1], wild[2], wild[3]);
+      c.table_entry(i, b) = wild[splitmix(seed + static_cast<std::uint64_t>(i * c.table_width + b)) % 4];
 }
 
 // A block table of `batch` rows of `width` ids over `pages` physical pages.
 inline rc::Gen<std::vector<std::int32_t>> genPageTable(std::int64_t batch, std::int64_t width,
                                                         std::int64_t pages) {
   const std::size_t n = static_cast<std::size_t>(batch * width);
+  // Past a few thousand entries RapidCheck's shrink tree of each entry costs
+  // more than the rest of the case (a 64-request table of 8192 blocks took
+  // 60 ms): one seed fills the table the same four ways, and its entries
+  // shrink no more.
+  if (n > 4096) {
+    return rc::gen::map(rc::gen::pair(rc::gen::weightedElement<int>({{3, 0}, {1, 1}, {2, 2}, {3, 3}}),
+                                      rc::gen::arbitrary<std::uint64_t>()),
+                        [n, pages](const std::pair<int, std::uint64_t>& how) {
+                          const std::int32_t wild[] = {-1, -7, static_cast<std::int32_t>(pages), static_cast<std::int32_t>(pages + 3),
+                                                       1 << 20, INT32_MIN, INT32_MAX};
+                          const auto draw = [&how](std::uint64_t e) { return splitmix(how.second + e); };
+                          const auto page = [pages](std::uint64_t r) { return static_cast<std::int32_t>(r % static_cast<std::uint64_t>(pages)); };
+                          std::vector<std::int32_t> v(n);
+                          for (std::size_t e = 0; e < n; ++e) {
+                            const std::uint64_t r = draw(e);
+                            v[e] = how.first == 0   ? page(r)
+                                   : how.first == 1 ? page(how.second)
+                                   : how.first == 2 ? static_cast<std::int32_t>((e * 7919u + how.second) % static_cast<std::uint64_t>(pages))
+                                   : (r >> 63)      ? page(r)
+                                                    : wild[(r >> 32) % 7];
+                          }
+                          return v;
+                        });
+  }
   const auto in_range = rc::gen::inRange<std::int32_t>(0, static_cast<std::int32_t>(pages));
   const auto out_of_range = rc::gen::element<std::int32_t>(
       -1, -7, static_cast<std::int32_t>(pages), static_cast<std::int32_t>(pages + 3), 1 << 20, INT32_MIN, INT32_MAX);
@@ -257,35 +284,41 @@ inline harness::OutMode sample_out_mode(std::uint64_t seed) {
 // dropped, reordered, or ℓ ≤ 0 requests inserted; S, world, rank, H, QL,
 // sm_scale, the pages and the request's length and table row kept. The
 // other batch takes the launcher's own geometry and packed layouts.
-inline rc::Gen<harness::Rebatching> genRebatching(const Case& c) {
-  return rc::gen::exec([c] {
+// `how`, one of rebatching_kinds(), picks the way; empty: drawn.
+inline const std::vector<std::string>& rebatching_kinds() {
+  static const std::vector<std::string> kinds = {"gains requests", "loses requests", "is reordered",
+                                                 "gains requests of length <= 0"};
+  return kinds;
+}
+inline rc::Gen<harness::Rebatching> genRebatching(const Case& c, const std::string& how = "") {
+  return rc::gen::exec([c, how] {
     const std::int64_t B = c.batch();
     harness::Rebatching r;
     r.from = *rc::gen::inRange<std::int64_t>(0, B);
     std::vector<std::int64_t> rows;  // the other batch's requests: c's index, or -1 for a new one
-    const int kind = *rc::gen::element(0, 1, 2, 3);
+    const auto& kinds = rebatching_kinds();
+    const int kind = how.empty() ? *rc::gen::element(0, 1, 2, 3)
+                                 : static_cast<int>(std::find(kinds.begin(), kinds.end(), how) - kinds.begin());
+    r.how = kinds.at(static_cast<std::size_t>(kind));
     const auto new_rows = [&rows](std::int64_t k) {
       for (std::int64_t n = 0; n < k; ++n)
         rows.insert(rows.begin() + *rc::gen::inRange<std::int64_t>(0, static_cast<std::int64_t>(rows.size()) + 1), -1);
     };
     for (std::int64_t i = 0; i < B; ++i) rows.push_back(i);
     if (kind == 0) {
-      r.how = "gains requests";
       new_rows(*rc::gen::inRange<std::int64_t>(1, 5));
     } else if (kind == 1) {
-      r.how = "loses requests";
       std::vector<std::int64_t> kept;
       for (std::int64_t i : rows)
         if (i == r.from || *rc::gen::element(false, true)) kept.push_back(i);
       if (kept.size() == rows.size() && B > 1) kept.erase(std::find_if(kept.begin(), kept.end(), [&r](std::int64_t i) { return i != r.from; }));
       rows = kept;
     } else if (kind == 2) {
-      r.how = "is reordered";
       const std::uint32_t shift = *rc::gen::inRange<std::uint32_t>(1, 1000);
       std::rotate(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(shift % rows.size()), rows.end());
       std::reverse(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(*rc::gen::inRange<std::size_t>(0, rows.size() + 1)));
+      if (std::is_sorted(rows.begin(), rows.end())) std::reverse(rows.begin(), rows.end());  // an order that changed
     } else {
-      r.how = "gains requests of length <= 0";
       new_rows(*rc::gen::inRange<std::int64_t>(1, 5));
     }
     Case d = c.with_packed_out();
@@ -308,6 +341,33 @@ inline rc::Gen<harness::Rebatching> genRebatching(const Case& c) {
     d.table_row_stride = d.table_width;
     r.batch = d.resolved();
     return r;
+  });
+}
+
+// Whether the other batch `r` of `c` is what its way says: it gained
+// requests, has fewer, holds them in another order (two or more).
+inline bool rebatching_holds(const Case& c, const harness::Rebatching& r) {
+  const std::int64_t from = c.batch(), to = r.batch.batch();
+  if (r.how == "loses requests") return to < from;
+  if (r.how == "is reordered") return from > 1 && to == from;
+  return to > from;
+}
+
+// A first batch and another batch of it, the way `how` (one of
+// rebatching_kinds()): over two requests or more where the way needs them
+// (one request cannot be dropped around, nor reordered).
+inline rc::Gen<std::pair<Case, harness::Rebatching>> genRebatchedCase(const CaseLimits& lim, const std::string& how) {
+  return rc::gen::exec([lim, how] {
+    Case c = *genCase(lim);
+    if (c.batch() == 1 && (how == "loses requests" || how == "is reordered")) {
+      c.seq_lens.push_back(*genSeqLen(c.max_seq_len, c.query_len));
+      c.block_table.resize(static_cast<std::size_t>(2 * c.table_width), 0);
+      c.q_token_stride = c.q_head_stride = 0;  // strides that follow T are packed anew
+      c = c.with_packed_out().resolved();
+      poison_past_reach(c);
+    }
+    harness::Rebatching r = *genRebatching(c, how);
+    return std::pair{std::move(c), std::move(r)};
   });
 }
 

@@ -61,6 +61,14 @@ struct Report {
   nlohmann::ordered_json json() const;
 };
 
+// What a run's exit status says (the command line's, and gate()'s reading of it).
+enum ExitStatus { kPassed = 0, kFailed = 1, kBadInput = 2, kInterrupted = 3, kUnavailable = 4 };
+// The exit status of a run that reported `r`: interrupted before anything
+// else; then a failing case; then an input that could not be judged (bad
+// input); then any other way of not passing (a floor, too few cases, a
+// required check or backend that did not run).
+ExitStatus exit_status(const Report& r);
+
 // A stable fingerprint of a case (FNV-1a of its one-line spec).
 std::uint64_t fingerprint(const Case& c);
 
