@@ -84,6 +84,21 @@ def test_fixtures_check_defaults_to_out_given_and_to_the_installed_corpus(run):
     (["fuzz", "--failures", "/proc/no-such-folder"], "--failures"),
     (["gate", "--check", "speed"], "speed"),
     (["gate", "--require", "everything"], "everything"),
+    (["gate"], "--port: the gate was not told what to judge"),
+    (["gate", "--cases", "5"], "--port: the gate was not told what to judge"),
+    (["fuzz", "--shard", "1/2"], "--shard 1/2 needs --seed"),
+    (["gate", "--backend", "reference", "--shard", "2/4"], "--shard 2/4 needs --seed"),
+    (["fuzz", "--cases", "1", "--min-cases", "5"], "--min-cases: 5 is more than the 1 cases asked"),
+    (["gate", "--backend", "reference", "--check", "fuzz", "--cases", "1", "--min-cases", "5"], "--min-cases"),
+    (["fuzz", "--junit", ""], "--junit: an empty path"),
+    (["fuzz", "--backend", "reference", "--port", "python3 -c pass"], "--backend reference with --port"),
+    (["fixtures", "check", "--capture", "--backend", "reference"], "--capture: backend reference records no graph"),
+    (["fuzz", "--cases", " 5"], '--cases: " 5", expected a decimal integer'),
+    (["fuzz", "--cases", "0x10"], '--cases: "0x10", expected a decimal integer'),
+    (["gate", "--backend", "reference", "--require", "bogus"], '--require: no check "bogus"'),
+    (["gate", "--backend", "reference", "--check", "bogus"], '--check: no check "bogus"'),
+    (["fuzz", "--max-failures", "-1"], '--max-failures: "-1", expected a decimal integer from 0 to 1099511627776'),
+    (["frobnicate"], 'no command "frobnicate"'),
 ])
 def test_bad_usage_exits_2_naming_what_was_wrong(run, args, names):
     done = run(*args)
@@ -132,6 +147,9 @@ def test_the_readmes_replay_examples_reproduce_a_failure(run, port_command, ctxs
     for example in examples:
         line = example.replace("FIXTURE", fixture).replace("PORT", "'" + planted.replace("'", "'\\''") + "'")
         again = run_with_ctxscore_on_path(line, ctxscore_bin, tmp_path)
+        if "--capture" in example:  # the numpy port records no graph: bad usage, not a failing kernel
+            assert again.returncode == 2 and "--capture: backend port records no graph" in again.stderr, (line, again.stderr)
+            continue
         assert again.returncode == 1 and "FAIL" in again.stdout + again.stderr, (line, again.stdout, again.stderr)
 
 
@@ -273,3 +291,13 @@ def test_junit_stays_valid_xml_whatever_bytes_a_name_holds(run, tmp_path):
     names = [case.get("name") for case in root.iter("testcase")]
     assert any(name.startswith("bad\ufffd\ufffd\ufffdname") for name in names), names
 
+
+
+def test_a_port_on_the_host_is_fuzzed_at_case_size_small_unless_told(run, port_command):
+    """A CPU port at the GPU's sizes took 33 s for 5 cases: its hello names its device, and a port on
+    `cpu` takes small, which the line that draws a failing case again names."""
+    planted = port_command("ctxscore.ports.numpy_port:cutoff_slack_one")
+    done = run("fuzz", "--port", planted, "--cases", "200", "--seed", "1", "--max-failures", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    again = [line for line in done.stderr.splitlines() if "drawn case again:" in line]
+    assert again and all("--case-size small" in line for line in again), done.stderr

@@ -55,8 +55,24 @@ def test_a_signal_ends_the_run_with_a_report_a_junit_file_and_exit_3(ctxscore_bi
     xml = junit.read_text()
     assert 'name="stopped"' in xml and "<testcase" in xml
     assert not (tmp_path / "report.xml.partial").exists()
+    assert "interrupted by signal" in xml and "<error" in xml  # a reader of the file alone sees no pass
     assert no_process_left(marker)
     assert os.listdir(temp) == []  # the port's stderr file was unlinked as soon as it was open
+
+
+def test_the_json_report_of_an_interrupted_run_says_it_is_not_ok(ctxscore_bin, port_command, tmp_path):
+    """A dashboard or a merge of shard reports reads the JSON, not the exit status."""
+    slow = port_command("slow_port:scores")
+    p = subprocess.Popen([ctxscore_bin, "gate", "--port", slow, "--check", "fuzz", "--cases", "1000", "--case-size", "small",
+                          "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                         env=dict(os.environ, CTXSCORE_FAILURE_DIR=str(tmp_path / "failures")))
+    time.sleep(3)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 3, (p.returncode, out, err)
+    report = json.loads(out)
+    assert report["ok"] is False and report["interrupted_by"] == signal.SIGINT, report
+    assert all(s["failures"] == 0 for s in report["suites"]), report  # nothing failed: the interruption alone says not ok
 
 
 def test_a_killed_harness_takes_its_port_with_it(ctxscore_bin, tmp_path):

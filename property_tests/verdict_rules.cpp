@@ -51,6 +51,12 @@ void expect_not_passed(const Report& r, harness::ExitStatus status, const fs::pa
   EXPECT_EQ(r.table().find("result: every backend that ran passed"), std::string::npos) << r.table();
 }
 
+// The numpy port with one of its planted bugs.
+std::string planted_port(const std::string& bug) {
+  return "PYTHONPATH=" CTXSCORE_SOURCE_DIR "/python exec " + harness::shell_quoted(CTXSCORE_PYTHON) +
+         " -m ctxscore.port ctxscore.ports.numpy_port:" + bug + " --tensors numpy";
+}
+
 harness::GatePlan small_gate(std::vector<std::string> checks, std::int64_t cases = 10) {
   harness::GatePlan p;
   p.checks = std::move(checks);
@@ -75,9 +81,7 @@ TEST(VerdictRules, APassingGateReadsPassedEverywhere) {
 
 TEST(VerdictRules, AFailingCaseFailsItsCheck) {
   const fs::path dir = scratch("failing");
-  const std::string port = "PYTHONPATH=" CTXSCORE_SOURCE_DIR "/python exec " + harness::shell_quoted(CTXSCORE_PYTHON) +
-                           " -m ctxscore.port ctxscore.ports.numpy_port:cutoff_slack_one --tensors numpy";
-  const auto b = harness::make_backend("port", port);
+  const auto b = harness::make_backend("port", planted_port("cutoff_slack_one"));
   const Report r = harness::run_gate(*b, small_gate({"fuzz"}, 100));
   ASSERT_EQ(r.suites.size(), 1u);
   EXPECT_GT(r.suites[0].stats.failures, 0) << r.table();
@@ -182,11 +186,30 @@ TEST(VerdictRules, AnUnreadableFixtureIsBadInputNotAPass) {
   const fs::path bad = dir / "truncated.safetensors";
   std::ofstream(bad) << "\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":";
   const auto b = harness::make_backend("reference");
+  harness::CorpusOptions o;
+  o.min_cases = 0;  // judging nothing is a failure of its own (TooFewCasesJudgedFails): here only the unreadable file counts
   Report r;
-  r.suites.push_back(harness::check_corpus(*b, {bad}, {}));
+  r.suites.push_back(harness::check_corpus(*b, {bad}, o));
+  EXPECT_FALSE(r.suites[0].too_few());
   EXPECT_EQ(r.suites[0].errors, 1) << r.table();
   EXPECT_EQ(r.suites[0].stats.failures, 0);
   expect_not_passed(r, harness::kBadInput, dir);
+}
+
+// A backend that fails beside a fixture that does not read: the failure
+// decides the exit status (1), not the bad input (2).
+TEST(VerdictRules, AFailingCaseOutweighsAnUnreadableFixture) {
+  const fs::path dir = scratch("failing_and_unreadable");
+  const fs::path bad = dir / "truncated.safetensors";
+  std::ofstream(bad) << "\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":";
+  std::vector<fs::path> files = harness::fixture_files({CTXSCORE_SOURCE_DIR "/fixtures/corpus"});
+  files.push_back(bad);
+  const auto b = harness::make_backend("port", planted_port("cutoff_slack_one"));
+  Report r;
+  r.suites.push_back(harness::check_corpus(*b, files, {}));
+  EXPECT_GT(r.suites[0].stats.failures, 0) << r.table();
+  EXPECT_EQ(r.suites[0].errors, 1);
+  expect_not_passed(r, harness::kFailed, dir);
 }
 
 TEST(VerdictRules, ABackendThatCouldNotRunWhereRequiredFails) {

@@ -447,6 +447,8 @@ int main(int argc, char** argv) {
   gate_cmd->add_option("--geometry-points", geometry_points, "random points of the geometry check")->capture_default_str()
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));
   gate_cmd->add_flag("--list", list_checks, "list the checks and what each catches, then exit");
+  bool fail_fast = false;
+  gate_cmd->add_flag("--fail-fast", fail_fast, "stop at the first failing check: the checks after it report \"not run\"");
 
   VerifyPlan plan;
   auto* verify_cmd = app.add_subcommand("verify", "Every backend present over the corpus (every out mode) plus a fuzz budget; a summary table");
@@ -543,9 +545,6 @@ int main(int argc, char** argv) {
     if (backend_named && !port.empty() && backend != "port")
       throw CLI::ValidationError("--backend", "--backend " + harness::printable(backend) + " with --port: the run would judge the port, not " +
                                                   harness::printable(backend) + "; give one of them");
-    if (*gate_cmd && !list_checks && !backend_named && port.empty())
-      throw CLI::ValidationError("--port", "the gate was not told what to judge: give --port COMMAND (a kernel's port) or --backend "
-                                           "reference|hip (without either it would judge the harness's own reference and pass)");
     if (*gate_cmd) {
       for (const auto& [option, names] : {std::pair{"--check", &gate_checks}, std::pair{"--require", &gate_required}})
         for (const std::string& n : *names) try {
@@ -572,6 +571,9 @@ int main(int argc, char** argv) {
     if (drawn.campaign.shard_count > 1 && seed_text.empty())
       throw CLI::ValidationError("--shard", "--shard " + shard + " needs --seed: without it each shard draws a fresh seed of its own, "
                                             "and the shards split no common campaign");
+    if (*gate_cmd && !backend_named && port.empty())
+      throw CLI::ValidationError("--port", "the gate was not told what to judge: give --port COMMAND (a kernel's port) or --backend "
+                                           "reference|hip (without either it would judge the harness's own reference and pass)");
     if ((*fuzz_cmd || *gate_cmd) && min_cases > drawn.campaign.cases)
       throw CLI::ValidationError("--min-cases", std::to_string(min_cases) + " is more than the " + std::to_string(drawn.campaign.cases) +
                                                     " cases asked (--cases); expected at most that");
@@ -629,6 +631,7 @@ int main(int argc, char** argv) {
         gp.drawn = drawn;
         gp.drawn.campaign.budget = nullptr;  // the gate shares the budget among its checks
         gp.time_budget = time_budget;
+        gp.fail_fast = fail_fast;
         gp.geometry_points = geometry_points;
         gp.corpus = fixture_files(gate_corpus.empty() ? std::vector<std::string>{default_corpus()} : gate_corpus);
         report = harness::run_gate(*b, gp);

@@ -36,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 
 import pytest
@@ -115,6 +116,8 @@ def _failures(report, function, device, tensors):
     lines = []
     failed = [s for s in report.get("suites", []) if not s.get("ok")]
     lines.append("failed: " + ", ".join(s["suite"] for s in failed))
+    if report.get("interrupted_by"):
+        lines.append(f"interrupted by signal {report['interrupted_by']}: the run is no pass, whatever it judged")
     for suite in failed:
         lines.append(f"\n{suite['suite']} FAILED: {suite.get('summary', '')}")
         for row in suite.get("failing", [])[:2]:
@@ -131,9 +134,34 @@ def _failures(report, function, device, tensors):
     return "\n".join(lines)
 
 
+def _progress(line):
+    """A line while the gate runs: on the terminal past pytest's capture
+    (its terminal reporter), else on stderr."""
+    reporter = _current_request.config.pluginmanager.get_plugin("terminalreporter") if _current_request else None
+    if reporter is not None:
+        reporter.write_line(line)
+    else:
+        print(line, file=sys.stderr, flush=True)
+
+
+def _run_reporting_progress(cmd, env):
+    """Runs the gate, passing on its one line per check as it ends; returns (exit status, stdout, stderr)."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as p:
+        out = []
+        reader = threading.Thread(target=lambda: out.append(p.stdout.read()))
+        reader.start()
+        err = []
+        for line in p.stderr:
+            err.append(line)
+            if line.startswith("ctxscore gate: "):
+                _progress(line.rstrip("\n"))
+        reader.join()
+        return p.wait(), "".join(out), "".join(err)
+
+
 def gate(function, *, checks=None, require=None, cases=None, device="cpu", tensors=None, geometry=None, case_size=None,
          corpus=None, seed=None, min_cases=None, max_failures=1, timeout=60, compile_keys=None, time_budget=None,
-         failures=None, ctxscore=None):
+         failures=None, ctxscore=None, fail_fast=False, junit=None, shard=None):
     """Runs every check of the harness (or `checks`) against `function`
     ("module:function", upstream's signature) and fails the calling test
     naming each check that failed. Returns the report (a dict) on a pass.
@@ -150,8 +178,13 @@ def gate(function, *, checks=None, require=None, cases=None, device="cpu", tenso
     `ctxscore gate`'s) (H, QL, world, rank, CHUNK, N, sm_scale) sets, so a
     kernel that specializes on them compiles a few times (0: unlimited);
     shrinking leaves them.
-    time_budget: seconds for the whole gate, shared among the checks.
+    time_budget: seconds for the whole gate, shared among the checks that will run.
     require: checks for which "not run" (capture on a CPU port, say) fails.
+    fail_fast: stop at the first failing check (the others report "not run").
+    junit: also write a JUnit XML report (a testcase per check) to this path.
+    shard: "K/N", this job's share of one campaign over N jobs; needs seed=,
+    so that the N jobs draw from one seed.
+    A line per check is shown as the gate runs.
     A check that could not run here (capture on a CPU port, say) passes
     with a warning that names it and says why.
     Raises EnvironmentProblem when the port cannot open `device`, and
@@ -176,26 +209,28 @@ def gate(function, *, checks=None, require=None, cases=None, device="cpu", tenso
     cmd += ["--min-cases", str(min_cases)] if min_cases is not None else []
     cmd += ["--time-budget", str(time_budget)] if time_budget else []
     cmd += ["--corpus", os.path.abspath(corpus)] if corpus else []
+    cmd += ["--fail-fast"] if fail_fast else []
+    cmd += ["--junit", os.path.abspath(junit)] if junit else []
+    cmd += ["--shard", shard] if shard else []
     for name in checks or ():
         cmd += ["--check", name]
     for name in require or ():
         cmd += ["--require", name]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    returncode, stdout, stderr = _run_reporting_progress(cmd, env)
     if temporary and not os.listdir(failure_dir):
         os.rmdir(failure_dir)  # no failure used it
-    if done.returncode == 4:
-        raise EnvironmentProblem(f"ctxscore gate could not run {function} on {device}: {done.stderr.strip()[-2000:]}")
-    if done.returncode == 2:
-        raise ValueError(f"ctxscore gate refused the call (exit 2): {done.stderr.strip()[-2000:]}")
+    if returncode == 4:
+        raise EnvironmentProblem(f"ctxscore gate could not run {function} on {device}: {stderr.strip()[-2000:]}")
+    if returncode == 2:
+        raise ValueError(f"ctxscore gate refused the call (exit 2): {stderr.strip()[-2000:]}")
     try:
-        report = json.loads(done.stdout)
+        report = json.loads(stdout)
     except ValueError:
-        raise RuntimeError(f"ctxscore did not report (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"ctxscore did not report (exit {returncode}): {stderr.strip()[-2000:]}")
     for suite in report.get("suites", []):
-        print(f"ctxscore {suite.get('summary', suite['suite'])}")
         if suite.get("status") == "not run":
             warnings.warn(f"ctxscore gate: {suite.get('summary', suite['suite'])}", NotRunWarning, stacklevel=2)
-    if not report.get("ok") or done.returncode != 0:
+    if not report.get("ok") or returncode != 0:
         pytest.fail(f"ctxscore gate failed for {function}:\n{_failures(report, function, device, tensors)}", pytrace=False)
     return report
 

@@ -110,11 +110,13 @@ Report run_gate(Backend& b, const GatePlan& plan) {
     if (entry.share_of_cases > 0 && name != "fuzz")
       o.campaign.cases = std::max<std::int64_t>(1, plan.drawn.campaign.cases * entry.share_of_cases / 20);
     Suite s;
+    const auto failed = std::find_if(report.suites.begin(), report.suites.end(), [](const Suite& x) { return !x.ok(); });
     if (stop_signal()) {
-      s = Suite{};
-      s.name = name;
-      s.backend = b.name();
+      s = suite_for(name, b, oracle_name(b.oracle()));
       s.not_run = "the run was interrupted before it";
+    } else if (plan.fail_fast && failed != report.suites.end()) {
+      s = suite_for(name, b, oracle_name(b.oracle()));
+      s.not_run = "the gate stopped at the first failing check, " + failed->name + " (fail fast)";
     } else if (name == "fuzz") {
       s = check_fuzz(b, o);
     } else if (name == "repeatability") {

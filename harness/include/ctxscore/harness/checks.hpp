@@ -106,6 +106,7 @@ struct GatePlan {
   std::vector<std::filesystem::path> corpus;
   std::int64_t geometry_points = 1000;
   double time_budget = 0;              // seconds; 0: none
+  bool fail_fast = false;              // the checks after the first that fails do not run
 };
 Report run_gate(Backend& b, const GatePlan& plan);
 
