@@ -53,6 +53,16 @@ const Floor* stratum_of(const std::vector<Floor>& floors, std::int64_t k) {
   return nullptr;
 }
 
+void StratumTally::add(std::int64_t k, bool drawn_in, bool in_class) {
+  if (!drawn_in) {
+    ++unreachable;
+    return;
+  }
+  ++drawn;
+  if (in_class) ++held;
+  else if (first_miss < 0) first_miss = k;
+}
+
 void judge_floors(Suite& s, const CampaignPlan& plan, const std::vector<StratumTally>& tallies, const std::string& check) {
   for (std::size_t i = 0; i < plan.floors.size(); ++i) {
     const Floor& f = plan.floors[i];

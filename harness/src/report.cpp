@@ -29,6 +29,12 @@ void Suite::add_error(const std::string& row, const std::string& message) {
   rows.push_back({row, false, message, "", "", true});
 }
 
+bool Suite::too_few() const { return not_run.empty() && stats.cases < min_cases; }
+
+bool Suite::ok() const {
+  return stats.failures == 0 && errors == 0 && !too_few() && coverage.empty() && (not_run.empty() || !required);
+}
+
 std::string Suite::status() const {
   if (!not_run.empty()) return required ? "NOT RUN (required)" : "not run";
   return ok() ? "passed" : "FAILED";

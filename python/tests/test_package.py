@@ -101,6 +101,32 @@ def test_a_check_that_cannot_run_here_passes_with_a_warning_naming_it():
 
 
 @pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")
+def test_a_required_check_that_cannot_run_here_fails_the_gate():
+    with pytest.raises(pytest.fail.Exception, match="failed: capture"):
+        gate("ctxscore.ports.numpy_port:scores", tensors="numpy", checks=["capture"], require=["capture"])
+
+
+@pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")
+def test_fail_fast_stops_at_the_first_failing_check_and_the_junit_file_says_so(tmp_path):
+    from ctxscore.pytest_plugin import NotRunWarning
+
+    junit = tmp_path / "gate.xml"
+    with pytest.raises(pytest.fail.Exception, match="failed: fuzz\n") as failed, \
+            pytest.warns(NotRunWarning, match="repeatability: not run: the gate stopped at the first failing check, fuzz"):
+        gate("ctxscore.ports.numpy_port:cutoff_slack_one", tensors="numpy", cases=200, seed=1, case_size="small",
+             corpus=CORPUS, checks=["fuzz", "repeatability", "corpus"], fail_fast=True, junit=str(junit))
+    assert "corpus" not in str(failed.value).splitlines()[0]
+    xml = junit.read_text()
+    assert xml.count("<failure") == 1 and xml.count("<skipped") == 2, xml
+
+
+@pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")
+def test_a_sharded_gate_needs_a_seed():
+    with pytest.raises(ValueError, match="--shard 1/2 needs --seed"):
+        gate("ctxscore.ports.numpy_port:scores", tensors="numpy", shard="1/2")
+
+
+@pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")
 def test_the_in_process_replay_finds_a_kernel_of_the_callers_folder_from_any_folder(tmp_path, monkeypatch):
     kernels = tmp_path / "kernel_repo"
     kernels.mkdir()

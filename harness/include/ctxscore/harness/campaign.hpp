@@ -93,6 +93,9 @@ std::string stop_reason(const TimeBudget* budget, std::int64_t judged);
 struct StratumTally {
   std::int64_t drawn = 0, held = 0, unreachable = 0;
   std::int64_t first_miss = -1;
+  // Case k of the stratum: drawn into its class (or not, where the run
+  // cannot hold it), and whether it fell in it.
+  void add(std::int64_t k, bool drawn_in, bool in_class);
 };
 // Judges the floors' strata into s.coverage (a miss, with its seed and the
 // line that draws it again) and names in s.oracle a class the run cannot hold.
@@ -190,14 +193,8 @@ Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>&
       continue;  // not judged; the next round names the signal
     }
     if (stratum) {
-      StratumTally& tally = tallies[static_cast<std::size_t>(stratum - plan.floors.data())];
-      if (!in_class) {
-        ++tally.unreachable;
-      } else {
-        ++tally.drawn;
-        if (gen::class_counts()[stratum->claim] > held_before) ++tally.held;
-        else if (tally.first_miss < 0) tally.first_miss = k;
-      }
+      tallies[static_cast<std::size_t>(stratum - plan.floors.data())].add(
+          k, in_class.has_value(), gen::class_counts()[stratum->claim] > held_before);
     }
     std::string fixture;
     if (!t.verdict.ok()) {
