@@ -127,4 +127,13 @@ def variants(raw):
         def scale(a, f=factor):
             a *= np.float32(f)
         out.append((f"tolerance_times_{factor:g}", with_tensor_values(raw, "tolerance", scale)))
+
+    # selection_margin is the expectation's: a stored one that is not is refused.
+    def margin_halved(a):
+        a[0] = a[0] / np.float32(2) if a[0] != 0 else np.float32(1)
+
+    def margin_flt_max(a):
+        a[...] = np.finfo(np.float32).max
+    out.append(("selection_margin_element_0_changed", with_tensor_values(raw, "selection_margin", margin_halved)))
+    out.append(("selection_margin_all_flt_max", with_tensor_values(raw, "selection_margin", margin_flt_max)))
     return out

@@ -60,7 +60,7 @@ GATE_TESTS = textwrap.dedent('''
         if check != "corpus":  # a corpus failure names the installed corpus's own fixture
             assert fixture.startswith(str(tmp_path) + os.sep), fixture
         # The replay line runs as printed, with nothing on PATH but the system's.
-        line = re.search(r"\\(replay: (.+)\\)$", text, re.M).group(1)
+        line = re.search(r"\\((?:replay|one call again): (.+)\\)$", text, re.M).group(1)
         assert os.path.isabs(shlex.split(line)[0]), line
         again = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=dict(os.environ, PATH="/usr/bin:/bin"),
                                cwd=tmp_path)

@@ -213,12 +213,14 @@ std::string explain_first_mismatch(const Verdict& v) {
     << at.head << ") sees positions < " << cutoff << " (cutoff = length - QL + token + 1); slot " << at.slot
     << " is block " << at.block << " (positions " << first << ".." << first + kBlockTokens - 1 << "), of which "
     << (seen > 0 ? "positions " + std::to_string(first) + ".." + std::to_string(first + seen - 1) + " qualify"
-                 : std::string("none qualifies, so the slot must be -inf"));
+                 : std::string("none qualifies, so the contract writes -inf there"));
   if (at.block < c.table_width) {
     const std::int64_t id = c.table_entry(at.request, at.block);
     o << "; the table names page " << id;
     if (id < 0 || id >= c.pages) o << ", out of range, read as page " << clamp_page(id, c.pages) << " of " << c.pages;
   }
+  if (v.report.first->got == c.sentinel && v.report.first->kind != MismatchKind::unwritten_changed)
+    o << "; got " << c.sentinel << " is the sentinel out was filled with: the slot, which the contract writes, was never written";
   return o.str();
 }
 
@@ -302,8 +304,8 @@ std::string& replay_program_setting() {
 void set_replay_program(const std::string& program) { replay_program_setting() = program; }
 const std::string& replay_program() { return replay_program_setting(); }
 
-std::string with_replay_line(const std::string& path, const std::string& backend_flags) {
-  return path + " (replay: " + shell_quoted(replay_program()) + " fixtures check " + shell_quoted(path) + " " + backend_flags + ")";
+std::string with_replay_line(const std::string& path, const std::string& backend_flags, bool one_call) {
+  return path + (one_call ? " (one call again: " : " (replay: ") + shell_quoted(replay_program()) + " fixtures check " + shell_quoted(path) + " " + backend_flags + ")";
 }
 
 std::string failure_dir_problem() {
@@ -345,7 +347,7 @@ std::string write_failure(const std::function<Fixture()>& make, const FailureRec
     Fixture f = make();
     f.toolchain = record.toolchain;
     write_fixture(path, f);
-    return with_replay_line(path, backend_flags);
+    return with_replay_line(path, backend_flags, record.one_call);
   } catch (const std::exception& e) {
     return std::string("not written: ") + e.what();
   }

@@ -398,6 +398,13 @@ def _validate(path, t, meta):
                 e = int(np.flatnonzero(t[name] != want)[0])
                 raise FixtureError(path, name, f"element {e} is block {t[name].flat[e]}, but the top-{k} of `expected` "
                                                f"there is block {want.flat[e]}")
+        want = selection.margins(exp, tol, lens, QL, rank, world, G, params)
+        stored = t["selection_margin"]
+        off = (stored.view(np.uint32) != want.view(np.uint32)) & ~(np.isnan(stored) & np.isnan(want))
+        if off.any():
+            e = int(np.flatnonzero(off)[0])
+            raise FixtureError(path, "selection_margin", f"element {e} is {stored.flat[e]:.9g}, but `expected` and "
+                                                         f"`tolerance` give {want.flat[e]:.9g}")
     return Fixture(path, t, meta)
 
 

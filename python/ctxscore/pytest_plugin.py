@@ -31,6 +31,7 @@ pytest plugin, the same function is the fixture `ctxscore_gate`.
 import functools
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -127,7 +128,7 @@ def _failures(report, function, device, tensors):
             where = row.get("where") or ""
             if where:
                 lines.append(f"  fixture: {where}")
-                fixture = where.split(" (replay: ")[0]
+                fixture = re.split(r" \((?:replay|one call again): ", where)[0]
                 if fixture.endswith(".safetensors") and os.path.isabs(fixture):
                     lines.append(f"  in process: {_in_process_replay(fixture, function, device, tensors)}")
     lines.append("\nthe mismatch kinds and how to replay a failure: the ctxscore README, \"Reading a failure\"")

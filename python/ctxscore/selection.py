@@ -59,6 +59,33 @@ def local_selection(scores, lens, query_len, rank, world, global_blocks, p, tie)
     return out
 
 
+def margins(expected, tolerance, lens, query_len, rank, world, global_blocks, p):
+    """[H, T] fp32: each row's (s_k - s_{k+1}) / (tolerance_k + tolerance_{k+1})
+    over its candidates ranked by `expected` (forced ones at their forced
+    score, tolerance 0); FLT_MAX where there is no (k+1)-th candidate or the
+    two tolerances are 0 (FORMAT.md's selection_margin)."""
+    H, T, L = expected.shape
+    k, flt_max = p["k"], float(np.finfo(np.float32).max)
+    out = np.empty((H, T), np.float32)
+    for row in range(T):
+        cb = causal_blocks(int(lens[row // query_len]), query_len, row % query_len)
+        scan_t = min(L, ceil_div(max(cb - rank, 0), world))
+        slots = [(j, j * world + rank) for j in range(scan_t) if j * world + rank < min(global_blocks, cb)]
+        for h in range(H):
+            cands = []
+            for j, b in slots:
+                if b < p["init_blocks"] or b >= max(0, cb - p["local_keep"]):
+                    cands.append((float(_forced(0.0, b, cb, p)), 0.0))
+                else:
+                    cands.append((float(expected[h, row, j]), float(tolerance[h, row, j])))
+            cands.sort(key=lambda c: -c[0])
+            m = 1e300
+            if len(cands) > k and cands[k - 1][1] + cands[k][1] > 0:
+                m = (cands[k - 1][0] - cands[k][0]) / (cands[k - 1][1] + cands[k][1])
+            out[h, row] = flt_max if m >= flt_max else m
+    return out
+
+
 def judge(got, want, expected, tolerance, lens, query_len, rank, world, global_blocks, p):
     """(unexplained differences, first one as text or None): a different block set
     is allowed only where every block one selects and the other does not has an

@@ -21,6 +21,7 @@ Suite check_batch_invariance(Backend& b, const CheckOptions& o) {
   const gen::CaseLimits lim = checks::limits_of(b, o);
   CampaignSteps<Rebatched> steps;
   steps.check = "batch_invariance";
+  steps.one_call_shows_it = false;
   steps.draw = [lim](std::uint64_t seed, int size) {
     return rc::gen::exec([lim] {
       Rebatched d;

@@ -8,6 +8,7 @@ Suite check_repeatability(Backend& b, const CheckOptions& o) {
   const CaseSource source(checks::limits_of(b, o), o.campaign.seed, o.compile_keys);
   CampaignSteps<checks::DrawnCase> steps;
   steps.check = "repeatability";
+  steps.one_call_shows_it = false;
   steps.draw = checks::draw_cases(source, "mixed");
   steps.judge = [&b](const checks::DrawnCase& d) { return checks::judged_case(b, d, 3); };
   steps.classify = [](const checks::DrawnCase& d) { gen::classify(d.c, d.out); };

@@ -29,6 +29,7 @@ Suite check_selection(Backend& b, const CheckOptions& o) {
   auto totals = std::make_shared<Totals>();
   CampaignSteps<checks::PipelineDraw> steps;
   steps.check = "selection";
+  steps.one_call_shows_it = false;
   steps.draw = [lim](std::uint64_t seed, int size) { return checks::genPipelineDraw(lim, true)(rc::Random(seed), size); };
   steps.judge = [&b, totals](const checks::PipelineDraw& d) {
     const PipelineVerdict pv = judge_pipeline(b, d.c, d.modes);

@@ -12,6 +12,7 @@ Suite check_shard_columns(Backend& b, const CheckOptions& o) {
   lim.max_work = std::min<std::int64_t>(lim.max_work, 1 << 13);
   CampaignSteps<checks::PipelineDraw> steps;
   steps.check = "shard_columns";
+  steps.one_call_shows_it = false;
   steps.draw = [lim](std::uint64_t seed, int size) { return checks::genPipelineDraw(lim, false)(rc::Random(seed), size); };
   steps.judge = [&b](const checks::PipelineDraw& d) {
     const PipelineVerdict pv = judge_pipeline(b, d.c, d.modes);

@@ -82,6 +82,9 @@ struct CampaignSteps {
   std::function<void(const T&)> classify;                         // optional: the edge classes of a drawn value
   std::function<std::vector<T>(const T&)> smaller;                // optional: smaller values beyond the generator's shrinks
   std::function<void(Suite&)> finish;                             // optional: a check's own totals, after a passing run
+  // Whether one call shows the claim's failure (fuzz, refusals): else the
+  // fixture's line is "one call again", and the drawn case's line reproduces.
+  bool one_call_shows_it = true;
 };
 
 // The suite a check of `b` reports into.
@@ -101,7 +104,7 @@ struct StratumTally {
 // line that draws it again) and names in s.oracle a class the run cannot hold.
 void judge_floors(Suite& s, const CampaignPlan& plan, const std::vector<StratumTally>& tallies, const std::string& check);
 // Writes a failing trial's case as a fixture and returns its path and replay line.
-std::string record_failure(const Suite& s, const Trial& t, std::uint64_t seed, Backend& b);
+std::string record_failure(const Suite& s, const Trial& t, std::uint64_t seed, Backend& b, bool one_call_shows_it = true);
 // Whether a failing verdict is a port that hung: shrinking it would cost a timeout a step.
 bool hung(const Verdict& v);
 // The line that draws case k of the run again, or "" where the plan has none.
@@ -199,7 +202,7 @@ Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>&
     std::string fixture;
     if (!t.verdict.ok()) {
       if (!hung(t.verdict)) t = detail::shrink(steps, drawn, t, plan);
-      fixture = record_failure(s, t, seed, b);
+      fixture = record_failure(s, t, seed, b, steps.one_call_shows_it);
       if (plan.print) print_failure(s, k, seed, t, fixture, redraw_line(plan, steps.check, k));
     }
     s.add("case " + std::to_string(k) + " (seed " + std::to_string(seed) + ")", t.verdict, fixture);

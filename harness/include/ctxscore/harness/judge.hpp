@@ -86,8 +86,10 @@ std::string shell_quoted(const std::string& s);
 // sets its own absolute path, so that a line runs as printed whatever PATH holds.
 void set_replay_program(const std::string& program);
 const std::string& replay_program();
-// "PATH (replay: PROGRAM fixtures check PATH FLAGS)": a fixture and the line that judges it again.
-std::string with_replay_line(const std::string& path, const std::string& backend_flags);
+// "PATH (replay: PROGRAM fixtures check PATH FLAGS)": a fixture and the line
+// that judges it again; "(one call again: ...)" where the fixture holds one
+// call of a claim that takes several.
+std::string with_replay_line(const std::string& path, const std::string& backend_flags, bool one_call = false);
 
 // Where failing cases go: set_failure_dir (the --failures flag), else
 // $CTXSCORE_FAILURE_DIR, else ./ctxscore-failures.
@@ -104,6 +106,10 @@ struct FailureRecord {
   std::optional<OutMode> out;  // how the failing call passed `out`, where one call failed
   bool shrunk = false;
   std::string toolchain;     // the implementation's (Backend::toolchain), recorded in the fixture
+  // The fixture holds one call of a claim that takes several (the same call
+  // again, another batch, other ranks): its line judges that call again,
+  // which may pass, and is labelled so, not "replay".
+  bool one_call = false;
   std::string file_name() const;
 };
 // Writes `c` into failure_dir() under the record's name; returns its
