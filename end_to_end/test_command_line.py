@@ -301,3 +301,22 @@ def test_a_port_on_the_host_is_fuzzed_at_case_size_small_unless_told(run, port_c
     assert done.returncode == 1, done.stdout + done.stderr
     again = [line for line in done.stderr.splitlines() if "drawn case again:" in line]
     assert again and all("--case-size small" in line for line in again), done.stderr
+
+
+def test_one_value_bug_is_told_once_under_the_check_that_owns_it(run, port_command):
+    """Scores off the reference fail fuzz; repeatability and batch_invariance meet them again before
+    their own claims (bits across calls, across batches) and say whose mismatch it is, still failing."""
+    planted = port_command("ctxscore.ports.numpy_port:cutoff_slack_one")
+    done = run("gate", "--port", planted, "--check", "fuzz", "--check", "repeatability", "--check", "batch_invariance",
+               "--seed", "1", "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    suites = {s["suite"]: s for s in json.loads(done.stdout)["suites"]}
+    assert suites["fuzz"]["status"] == "FAILED" and suites["fuzz"]["same_mismatch_as"] == "", suites["fuzz"]
+    for name in ("repeatability", "batch_invariance"):
+        assert suites[name]["status"] == "FAILED" and suites[name]["same_mismatch_as"] == "fuzz", suites[name]
+        assert "that fuzz reports, met again before its own claim was judged" in suites[name]["summary"]
+    # A check's own claim broken is its own failure, whatever failed before it.
+    own = run("gate", "--port", port_command("ctxscore.ports.numpy_port:sum_order_per_call"), "--check", "fuzz",
+              "--check", "repeatability", "--seed", "1", "--json")
+    suites = {s["suite"]: s for s in json.loads(own.stdout)["suites"]}
+    assert suites["repeatability"]["status"] == "FAILED" and suites["repeatability"]["same_mismatch_as"] == "", suites

@@ -97,6 +97,48 @@ def test_a_killed_harness_takes_its_port_with_it(ctxscore_bin, tmp_path):
     assert os.listdir(temp) == []
 
 
+@pytest.mark.parametrize("shape", ["quoted_semicolon", "cd_and", "forked_child", "setsid_daemon"])
+def test_a_killed_harness_leaves_no_process_of_any_command_line_shape(ctxscore_bin, tmp_path, shape):
+    """However the command line starts its processes (a shell left between the harness and the port, a
+    child the port forks, a daemon in a session of its own), none outlives a SIGKILL of the harness: the
+    keeper between them outlives it, and ends them all."""
+    marker = str(700000 + (os.getpid() * 7 + len(shape)) % 99999)
+    py = shlex.quote(sys.executable)
+    line = {"quoted_semicolon": f"{py} -c 'import time; time.sleep({marker})'",
+            "cd_and": f"cd . && sleep {marker}",
+            "forked_child": f"{py} -c 'import os, time; os.fork(); time.sleep({marker})'",
+            "setsid_daemon": f"(setsid sleep {marker} &); sleep {marker}"}[shape]
+    p = subprocess.Popen([ctxscore_bin, "fuzz", "--port", line, "--cases", "10", "--case-size", "small"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                         env=dict(os.environ, CTXSCORE_FAILURE_DIR=str(tmp_path / "failures")))
+
+    def running():
+        return sum(1 for pid in os.listdir("/proc") if pid.isdigit() and not no_process_left_in(pid, marker))
+    deadline = time.time() + 10
+    want = 2 if shape in ("forked_child", "setsid_daemon") else 1
+    while running() < want and time.time() < deadline:
+        time.sleep(0.1)
+    assert running() >= want, shape  # the port (and its child or daemon) runs, waiting for nothing
+    p.kill()
+    p.communicate(timeout=10)
+    deadline = time.time() + 5
+    while not no_process_left(marker) and time.time() < deadline:
+        time.sleep(0.1)
+    assert no_process_left(marker), shape
+
+
+def no_process_left_in(pid, marker):
+    """Whether process `pid` is gone, a zombie, or holds no `marker` in its command line."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if marker.encode() not in f.read():
+                return True
+        with open(f"/proc/{pid}/stat") as s:
+            return s.read().split()[2] == "Z"
+    except OSError:
+        return True
+
+
 def test_a_time_budget_ends_the_run_cleanly_and_says_so(ctxscore_bin, port_command, tmp_path):
     slow = port_command("slow_port:scores")
     t0 = time.monotonic()

@@ -43,6 +43,9 @@ Verdict judge_rebatched(Backend& backend, const Case& c, const Rebatching& r, Ou
           first_at = bits;
         }
       }
+  // The case is the first batch, as the verdict tells it (the other one is
+  // named beside it), not the second, whose call was judged last.
+  if (n > 0) v.spec = first.spec;
   if (n > 0)
     v.invariance = "batch-dependent: " + std::to_string(n) + " of request " + std::to_string(r.from) +
                    "'s elements differ when the batch " + r.how + " (now request " + std::to_string(r.to) + "); first at " +

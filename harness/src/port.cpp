@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,6 +117,113 @@ void end_orphans() {
   }
 }
 
+// The keeper: a process between the harness and the port's shell that
+// outlives the harness however it dies, SIGKILL included, and then ends
+// every process the port started, whatever the command line (a shell left
+// between, `cd ... &&`, forked children, setsid daemons: all are its
+// descendants, and as their subreaper it inherits the orphans). It learns
+// of the harness's death from `life`, a pipe only the harness writes.
+// Forked from a process that may run threads, it calls only
+// async-signal-safe functions: no allocation, /proc read into the stack.
+namespace keeper {
+
+// Reads this process's children from /proc into `pids`; returns how many.
+int children(pid_t self, pid_t* pids, int max) {
+  char path[64] = "/proc/";
+  char* p = path + 6;
+  char digits[16];
+  int n = 0;
+  for (pid_t v = self; v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  for (int i = 0; i < 2; ++i) {  // /proc/SELF/task/SELF/children
+    for (int k = n - 1; k >= 0; --k) *p++ = digits[k];
+    const char* part = i == 0 ? "/task/" : "/children";
+    while (*part) *p++ = *part++;
+  }
+  *p = '\0';
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  const ssize_t got = read(fd, buf, sizeof buf);
+  close(fd);
+  int count = 0;
+  pid_t v = 0;
+  for (ssize_t i = 0; i < got && count < max; ++i) {
+    if (buf[i] >= '0' && buf[i] <= '9') {
+      v = v * 10 + (buf[i] - '0');
+    } else if (v > 0) {
+      pids[count++] = v;
+      v = 0;
+    }
+  }
+  if (v > 0 && count < max) pids[count++] = v;
+  return count;
+}
+
+// Kills every descendant, round after round as orphans re-parent here.
+void end_all(pid_t self) {
+  pid_t kids[512];
+  for (int round = 0; round < 256; ++round) {
+    const int n = children(self, kids, 512);
+    if (n == 0) break;
+    for (int k = 0; k < n; ++k) {
+      kill(-kids[k], SIGKILL);  // its group, where it leads one
+      kill(kids[k], SIGKILL);
+    }
+    for (int k = 0; k < n; ++k) waitpid(kids[k], nullptr, 0);
+  }
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
+// The keeper's life: start the port's shell, then wait for it to end (end
+// its descendants, leave with its status) or the harness to die (end them
+// all, leave).
+[[noreturn]] void run(pid_t harness, int life, int in, int out, int err, const char* const* argv) {
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  if (getppid() != harness) _exit(127);  // the harness is already gone
+  setpgid(0, 0);
+  for (int fd = 3; fd < 1024; ++fd)  // nothing of the harness's but its four ends
+    if (fd != life && fd != in && fd != out && fd != err) close(fd);
+  const pid_t self = getpid();
+  const pid_t port = fork();
+  if (port == 0) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != self) _exit(127);
+    if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(127);
+    for (const int fd : {in, out, err, life})
+      if (fd > 2) close(fd);
+    execve("/bin/sh", const_cast<char* const*>(argv), environ);
+    _exit(127);
+  }
+  for (const int fd : {in, out, err}) close(fd);
+  if (port < 0) _exit(127);
+  int status = 0;
+  for (;;) {
+    pollfd pfd{life, POLLIN, 0};
+    if (poll(&pfd, 1, 50) > 0 && (pfd.revents & (POLLHUP | POLLERR | POLLIN))) {
+      end_all(self);  // the harness died
+      _exit(137);
+    }
+    pid_t done = 0;
+    while ((done = waitpid(-1, &status, WNOHANG)) > 0 && done != port) {
+    }
+    if (done == port) break;
+  }
+  end_all(self);  // what the port left running
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  const rlimit no_core{0, 0};  // the port dumped its core already, if it did
+  setrlimit(RLIMIT_CORE, &no_core);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(WTERMSIG(status), &dfl, nullptr);
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_UNBLOCK, &all, nullptr);
+  kill(self, WTERMSIG(status));  // the port's death, told as the port died
+  _exit(128 + WTERMSIG(status));
+}
+
+}  // namespace keeper
+
 // The --port-timeout and --port-startup-timeout flags; 0 when not given.
 double& timeout_flag() {
   static double t = 0;
@@ -162,8 +270,8 @@ class Child {
     // Unlinked at once: no way of dying leaves it behind; the harness reads it through its own descriptor.
     err_read_ = open(err_path, O_RDONLY | O_CLOEXEC);
     unlink(err_path);
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
+    int in[2], out[2], life[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(life, O_CLOEXEC) != 0) {
       const int e = errno;
       close(err);
       close(err_read_);  // a constructor that throws runs no destructor: nothing may be left behind
@@ -172,24 +280,19 @@ class Child {
     const std::string line = shell_line(command);
     const char* argv[] = {"/bin/sh", "-c", line.c_str(), nullptr};
     const pid_t parent = getpid();
-    // The child dies with the harness, however the harness dies (SIGKILL
-    // included): PR_SET_PDEATHSIG survives the exec of the shell and of the
-    // command the shell execs. Only system calls run between fork and exec.
+    // The harness's child is the keeper (keeper::run), the port's shell its
+    // child: the port and all it starts end with the harness, however the
+    // harness ends. The keeper's status is the port's.
     int rc = 0;
     pid_ = fork();
-    if (pid_ == 0) {
-      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);  // the harness is already gone
-      setpgid(0, 0);
-      if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err, 2) < 0) _exit(127);
-      if (err > 2) close(err);
-      execve("/bin/sh", const_cast<char* const*>(argv), environ);
-      _exit(127);
-    }
+    if (pid_ == 0) keeper::run(parent, life[0], in[0], out[1], err, argv);
     if (pid_ < 0) rc = errno;
     else setpgid(pid_, pid_);  // also from this side: the group exists before any kill(-pid) below
     close(in[0]);
     close(out[1]);
     close(err);
+    close(life[0]);
+    life_ = life[1];
     to_ = in[1];
     from_ = out[0];
     // Non-blocking: a port that stops reading or writing can hold a call only
@@ -200,6 +303,7 @@ class Child {
       pid_ = -1;
       close(to_);
       close(from_);
+      close(life_);
       close(err_read_);
       throw BackendError("port: cannot start `" + command + "`: " + std::strerror(rc));
     }
@@ -216,6 +320,8 @@ class Child {
     if (from_ >= 0) close(from_);
     if (pid_ > 0) {
       for (int k = 0; k < 20 && !reaped(); ++k) usleep(5000);
+      close(life_);  // the keeper ends what is left of the port
+      for (int k = 0; k < 100 && !reaped(); ++k) usleep(5000);
       kill(-pid_, SIGKILL);  // the port, or anything it left behind in its group
       if (!reaped()) {
         int status = 0;
@@ -338,6 +444,7 @@ class Child {
 
   std::string command_;
   int err_read_ = -1;  // the port's stderr file, unlinked
+  int life_ = -1;      // the write end of the keeper's life pipe: closed, it ends the port
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
   bool done_ = false;

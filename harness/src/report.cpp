@@ -21,7 +21,8 @@ void Suite::add(const std::string& row, const Verdict& v, const std::string& whe
     message = v.str();
     if (const std::string why = explain_first_mismatch(v); !why.empty()) message += "\n  " + why;
   }
-  rows.push_back({row, v.ok(), message, where, v.ok() ? "" : v.spec.str()});
+  rows.push_back({row, v.ok(), message, where, v.ok() ? "" : v.spec.str(), false,
+                  !v.ok() && v.error.empty() && v.invariance.empty()});
 }
 
 void Suite::add_error(const std::string& row, const std::string& message) {
@@ -45,6 +46,8 @@ std::string Suite::summary() const {
   o.precision(3);
   o << name << ": " << status();
   if (!not_run.empty()) return o.str() + ": " + not_run;
+  if (!same_mismatch_as.empty())
+    o << " on the scores off the reference that " << same_mismatch_as << " reports, met again before its own claim was judged";
   o << ", " << stats.cases << " cases";
   if (errors) o << " and " << errors << " unreadable";
   if (stats.failures) o << ", " << stats.failures << " failing";
@@ -125,6 +128,7 @@ nlohmann::ordered_json Report::json() const {
                            {"out_modes", s.stats.out_modes}, {"shapes", s.stats.shapes}, {"seconds", s.seconds},
                            {"stopped", s.stopped}, {"status", s.status()}, {"ok", s.ok()}, {"not_run", s.not_run},
                            {"min_cases", s.min_cases}, {"seed", s.seed}, {"coverage", s.coverage},
+                           {"same_mismatch_as", s.same_mismatch_as},
                            {"summary", s.summary()}, {"failing", failing}, {"judged", judged}});
   }
   return j;

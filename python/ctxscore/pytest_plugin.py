@@ -121,6 +121,8 @@ def _failures(report, function, device, tensors):
         lines.append(f"interrupted by signal {report['interrupted_by']}: the run is no pass, whatever it judged")
     for suite in failed:
         lines.append(f"\n{suite['suite']} FAILED: {suite.get('summary', '')}")
+        if suite.get("same_mismatch_as"):
+            continue  # the check that owns that mismatch shows its case
         for row in suite.get("failing", [])[:2]:
             lines.append(f"  {row['name']}: {row['message']}")
             if row.get("case"):

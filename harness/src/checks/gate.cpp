@@ -158,6 +158,18 @@ Report run_gate(Backend& b, const GatePlan& plan) {
       }
     }
     s.required = std::find(plan.required.begin(), plan.required.end(), name) != plan.required.end();
+    // A check whose claim is about bits or selections (not the scores
+    // themselves) that failed only on scores off the oracle met the root
+    // cause an earlier check owns: it says so, and is still a failure.
+    const auto off_the_oracle = [](const Suite& x) {
+      return x.stats.failures > 0 &&
+             std::all_of(x.rows.begin(), x.rows.end(), [](const Row& r) { return r.ok || r.off_the_oracle; });
+    };
+    static const char* const kClaimsBeyondScores[] = {"repeatability", "batch_invariance", "shard_columns", "selection"};
+    if (std::find(std::begin(kClaimsBeyondScores), std::end(kClaimsBeyondScores), name) != std::end(kClaimsBeyondScores) &&
+        off_the_oracle(s))
+      if (const auto owner = std::find_if(report.suites.begin(), report.suites.end(), off_the_oracle); owner != report.suites.end())
+        s.same_mismatch_as = owner->name;
     if (plan.drawn.campaign.print)
       std::fprintf(stderr, "ctxscore gate: %s %s (%lld s in all)\n", b.name().c_str(), s.summary().c_str(),
                    static_cast<long long>(elapsed_since(t0)));

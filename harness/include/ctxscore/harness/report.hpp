@@ -19,6 +19,7 @@ struct Row {
   std::string where;     // the fixture it came from or was written to, with its replay line
   std::string spec;      // the case line (the shrunk one for a failing drawn case)
   bool error = false;    // an input that could not be judged, not a failing backend
+  bool off_the_oracle = false;  // failed as scores off the oracle's (not a raised error, nor bits that changed between calls)
 };
 
 struct Suite {
@@ -36,6 +37,10 @@ struct Suite {
   bool required = false;    // a check that must run: "not run" fails it
   std::string seed;         // the seed its cases came from, where drawn
   std::string coverage;     // a coverage floor not met, with the shares; empty when met or none
+  // The check, run earlier, whose scores off the oracle this one met again
+  // before it could judge its own claim (the gate's: one root cause told
+  // once, under the check that owns it); empty otherwise.
+  std::string same_mismatch_as;
   // Every judged row's name and a fingerprint of its case: shards of a run
   // can be checked to judge exactly the cases of the whole run.
   std::vector<std::pair<std::string, std::uint64_t>> judged;
