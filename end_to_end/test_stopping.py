@@ -127,6 +127,32 @@ def test_a_killed_harness_leaves_no_process_of_any_command_line_shape(ctxscore_b
     assert no_process_left(marker), shape
 
 
+def test_a_port_flooding_stderr_costs_a_bounded_share_of_the_disk(ctxscore_bin, tmp_path):
+    """A chatty port wrote 12 GiB of stderr in one run: the harness keeps only its tail on disk."""
+    flood = (f"{shlex.quote(sys.executable)} -c 'import sys, time; [sys.stderr.write(\"x\" * (1 << 20)) for _ in range(400)]; "
+             f"sys.stderr.flush(); time.sleep(600)'")
+    p = subprocess.Popen([ctxscore_bin, "fuzz", "--port", flood, "--cases", "1", "--case-size", "small"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                         env=dict(os.environ, CTXSCORE_FAILURE_DIR=str(tmp_path / "failures")))
+    try:
+        path = None
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            time.sleep(0.5)
+            fds = f"/proc/{p.pid}/fd"
+            files = [os.path.join(fds, fd) for fd in os.listdir(fds) if "ctxscore-port-stderr" in os.readlink(os.path.join(fds, fd))]
+            if files and os.stat(files[0]).st_size >= 400 << 20:
+                path = files[0]
+                break
+        assert path, "the port did not write its 400 MiB"
+        time.sleep(0.5)
+        st = os.stat(path)
+        assert st.st_size >= 400 << 20 and st.st_blocks * 512 < 16 << 20, (st.st_size, st.st_blocks * 512)
+    finally:
+        p.kill()
+        p.communicate(timeout=30)
+
+
 def no_process_left_in(pid, marker):
     """Whether process `pid` is gone, a zombie, or holds no `marker` in its command line."""
     try:
