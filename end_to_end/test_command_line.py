@@ -320,3 +320,12 @@ def test_one_value_bug_is_told_once_under_the_check_that_owns_it(run, port_comma
               "--check", "repeatability", "--seed", "1", "--json")
     suites = {s["suite"]: s for s in json.loads(own.stdout)["suites"]}
     assert suites["repeatability"]["status"] == "FAILED" and suites["repeatability"]["same_mismatch_as"] == "", suites
+
+
+def test_the_guide_prints_the_readme_and_where_the_documents_are(run):
+    done = run("guide")
+    assert done.returncode == 0 and done.stdout.startswith("# ctxscore"), done.stderr
+    listed = [line.strip() for line in done.stdout.split("Installed beside this binary:")[1].splitlines() if line.strip()]
+    assert [os.path.basename(f) for f in listed] == ["README.md", "CONTRACT.md", "FORMAT.md", "PROTOCOL.md", "native_port.h",
+                                                     "corpus"]
+    assert all(os.path.exists(f) for f in listed), listed

@@ -72,6 +72,18 @@ int geometry_command(std::int64_t batch, std::int64_t bound, std::int64_t world,
   return 0;
 }
 
+// ---- guide ------------------------------------------------------------------
+
+int guide_command() {
+  const fs::path dir = harness::data_dir();
+  std::ifstream readme(dir / "README.md");
+  if (!readme) throw std::runtime_error("no guide beside this binary: " + (dir / "README.md").string() + " cannot be read");
+  std::cout << readme.rdbuf() << "\n---\nInstalled beside this binary:\n";
+  for (const char* name : {"README.md", "CONTRACT.md", "FORMAT.md", "PROTOCOL.md", "native_port.h", "corpus"})
+    std::cout << "  " << (dir / name).string() << "\n";
+  return kPassed;
+}
+
 // ---- cases ------------------------------------------------------------------
 
 int cases_command(bool as_json) {
@@ -366,6 +378,9 @@ int main(int argc, char** argv) {
   geo->add_option("--query-len", query_len, "query tokens per request QL")->capture_default_str()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   geo->add_flag("--json", as_json, "print JSON");
 
+  auto* guide_cmd = app.add_subcommand("guide", "The kernel author's guide (README.md), then where the contract, the formats "
+                                                  "and the native port's C header are installed");
+
   auto* cases_cmd = app.add_subcommand("cases", "The named cases: upstream tests, corpus edge classes, benchmark shapes");
   cases_cmd->add_flag("--json", as_json, "print JSON (each case's one-line spec included)");
 
@@ -556,6 +571,7 @@ int main(int argc, char** argv) {
     if (!port.empty()) backend = "port";
     if (*geo) return geometry_command(batch, bound, world, heads, query_len, as_json);
     if (*cases_cmd) return cases_command(as_json);
+    if (*guide_cmd) return guide_command();
     if (*gen_cmd) return generate_command(out_dir, cls, seed, count);
     if (*bench_cmd) {
       for (const std::string& p : bench_plan.ports)
