@@ -225,6 +225,29 @@ def tolerance_caps(q_bits, cache_bits, table, lens, QL, rank, world, G, L, scale
     return caps, exacts
 
 
+def outside_the_model(q_bits, cache_bits, table, lens, QL, rank, world, G, L):
+    """(field, why) for the first non-finite value a written element reads
+    (CONTRACT.md section 5: outside the numeric model, so no fixture holds
+    it), else None: the query rows of a request that scans a slot, and the
+    positions of each page it scans within the request's reach."""
+    P = cache_bits.shape[0]
+    for i, length in enumerate(int(x) for x in lens):
+        scan = scan_slots(length, G, L, rank, world)
+        if scan == 0:
+            continue  # its rows read nothing: they may hold anything
+        rows = widen_bf16(q_bits[i * QL:(i + 1) * QL])
+        if not np.isfinite(rows).all():
+            t, h = np.argwhere(~np.isfinite(rows).all(axis=2))[0]
+            return "idx_q", f"holds a non-finite value at token {i * QL + t} head {h}"
+        for j in range(scan):
+            b = j * world + rank
+            p = min(max(int(table[i, b]), 0), P - 1)
+            reach = min(max(length - b * 128, 0), 128)
+            if not np.isfinite(widen_bf16(cache_bits[p][:reach])).all():
+                return "index_cache", f"page {p} (request {i}, slot {j}) holds a non-finite value"
+    return None
+
+
 def written_set(lens, QL, G, L, rank, world):
     """[T, L] of 0/1: the slots CONTRACT.md section 4 writes."""
     w = np.zeros((len(lens) * QL, L), np.uint8)
@@ -364,6 +387,9 @@ def _validate(path, t, meta):
         raise FixtureError(path, "tolerance", "a tolerance is negative, NaN or infinite, expected finite and >= 0")
     if (~w & (tol != 0)).any():
         raise FixtureError(path, "tolerance", "an unwritten slot has a non-zero tolerance, expected 0")
+    if problem := outside_the_model(q, cache, table, lens, QL, rank, world, G, L):
+        raise FixtureError(path, problem[0], problem[1] + ": outside the contract's numeric model (CONTRACT.md section 5), "
+                                             "which no fixture may leave")
     caps, exacts = tolerance_caps(q, cache, table, lens, QL, rank, world, G, L, scale)
     loose = w & np.isfinite(exp) & (tol.astype(np.float64) > caps)
     if loose.any():
