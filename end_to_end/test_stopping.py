@@ -100,7 +100,7 @@ def test_a_killed_harness_takes_its_port_with_it(ctxscore_bin, tmp_path):
 @pytest.mark.parametrize("shape", ["quoted_semicolon", "cd_and", "forked_child", "setsid_daemon"])
 def test_a_killed_harness_leaves_no_process_of_any_command_line_shape(ctxscore_bin, tmp_path, shape):
     """However the command line starts its processes (a shell left between the harness and the port, a
-    child the port forks, a daemon in a session of its own), none outlives a SIGKILL of the harness: the
+    child the port forks, a setsid() daemon), none outlives a SIGKILL of the harness: the
     keeper between them outlives it, and ends them all."""
     marker = str(700000 + (os.getpid() * 7 + len(shape)) % 99999)
     py = shlex.quote(sys.executable)

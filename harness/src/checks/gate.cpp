@@ -92,8 +92,9 @@ Report run_gate(Backend& b, const GatePlan& plan) {
     }
     return "";
   };
-  std::vector<bool> runs;
-  for (const std::string& n : names) runs.push_back(left_out(n).empty());
+  std::vector<bool> runs;  // asked only where a budget is shared: the probes are not free
+  if (plan.time_budget > 0)
+    for (const std::string& n : names) runs.push_back(left_out(n).empty());
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
     double share = 0;
