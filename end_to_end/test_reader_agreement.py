@@ -4,6 +4,7 @@ from the C++ reader (`ctxscore fixtures check`) and the Python one
 (`ctxscore.fixture.read`), with no signal, traceback, hang or more than
 256 MB; a FIFO and a directory named like a fixture are refused by both."""
 import json
+import math
 import os
 import resource
 import subprocess
@@ -89,10 +90,11 @@ def test_a_fixture_whose_expectations_are_wrong_is_refused_by_both_readers(ctxsc
         assert e.field == "expected" and "but the inputs give" in str(e), str(e)
 
 
-def _sparse_fixture(path, cache_pages=None, data_bytes=None):
-    """strided_layouts with its cache grown to `cache_pages` pages, or its data
-    padded by an extra U8 tensor to `data_bytes`, in a sparse file: the size is
-    declared, the disk holds almost nothing."""
+def _sparse_fixture(path, cache_pages=None, data_bytes=None, extra=()):
+    """strided_layouts with its cache grown to `cache_pages` pages, its data
+    padded by an extra U8 tensor to `data_bytes`, or `extra` tensors (name,
+    dtype, shape) appended, in a sparse file: the size is declared, the disk
+    holds almost nothing."""
     raw = open(os.path.join(CORPUS, "strided_layouts.safetensors"), "rb").read()
     header, data = split(raw)
     end = len(data)
@@ -108,6 +110,10 @@ def _sparse_fixture(path, cache_pages=None, data_bytes=None):
     if data_bytes is not None:
         header["padding"] = {"dtype": "U8", "shape": [data_bytes - end], "data_offsets": [end, data_bytes]}
         end = data_bytes
+    for name, dtype, shape in extra:
+        size = math.prod(shape) * {"U8": 1, "F32": 4, "BF16": 2}[dtype]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [end, end + size]}
+        end += size
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * ((8 - len(text) % 8) % 8)
     with open(path, "wb") as f:
@@ -137,3 +143,40 @@ def test_a_file_larger_than_any_fixture_is_refused_from_its_header(ctxscore_bin,
         except fx.FixtureError as e:
             assert e.field == field and words in str(e), str(e)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 < 256
+
+
+PEAK_OF_CHILD = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True); "
+                 "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)")
+PEAK_OF_PYTHON_READER = ("import resource, sys; from ctxscore import fixture as fx\n"
+                         "try:\n    fx.read(sys.argv[1]); print('accepted')\n"
+                         "except fx.FixtureError as e:\n    print(e.field, '|', e)\n"
+                         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
+
+
+def test_a_4_GiB_file_of_the_wrong_tensors_is_refused_from_its_header(ctxscore_bin, tmp_path):
+    """A consistent file of almost 4 GiB whose extra tensors each fit the size
+    limits, but that a fixture does not hold, is refused by both readers from its header, naming
+    that tensor, at a peak under 100 MB: nothing of its body is read."""
+    cases = {"eight_unexpected_bytes.safetensors": dict(extra=[(f"junk_{k}", "U8", [(1 << 29) - (1 << 20)]) for k in range(8)]),
+             "two_unexpected_floats.safetensors": dict(extra=[(f"scores_{k}", "F32", [(1 << 29) - (1 << 20)]) for k in range(2)])}
+    fields = {"eight_unexpected_bytes.safetensors": ("junk_0", "unexpected tensor"),
+              "two_unexpected_floats.safetensors": ("scores_0", "unexpected tensor")}
+    for name, how in cases.items():
+        path = tmp_path / name
+        _sparse_fixture(path, **how)
+        assert os.stat(path).st_size > (4 << 30) - (16 << 20) and os.stat(path).st_blocks * 512 < 1 << 20
+        field, words = fields[name]
+        done = subprocess.run([sys.executable, "-c", PEAK_OF_CHILD, ctxscore_bin, "fixtures", "check", str(path), "--backend", "reference"],
+                              capture_output=True, text=True, timeout=60)
+        cpp_peak_mb = int(done.stdout.split()[-1])
+        check = subprocess.run([ctxscore_bin, "fixtures", "check", str(path), "--backend", "reference"], capture_output=True, text=True, timeout=60)
+        assert check.returncode == 2 and f"{field}: {words}" in check.stdout, check.stdout + check.stderr
+        env = dict(os.environ, PYTHONPATH=os.path.join(SOURCE, "python"))
+        py = subprocess.run([sys.executable, "-c", PEAK_OF_PYTHON_READER, str(path)], capture_output=True, text=True, timeout=60, env=env)
+        lines = py.stdout.splitlines()
+        assert lines and lines[0].startswith(f"{field} | ") and words in lines[0], py.stdout + py.stderr
+        python_peak_mb = int(lines[-1])
+        if not os.environ.get("CTXSCORE_SANITIZED"):
+            assert cpp_peak_mb < 100, (name, cpp_peak_mb)
+        assert python_peak_mb < 100, (name, python_peak_mb)
+        print(f"{name}: C++ reader peak {cpp_peak_mb} MB, Python reader peak {python_peak_mb} MB")

@@ -102,9 +102,11 @@ def _read_bytes(path):
                 if declared is not None and declared != size - 8 - n:
                     raise FixtureError(path, "file size", f"{size} bytes, while its header declares {8 + n + declared}")
                 try:
-                    layout, _ = safetensors.read_header(header, size - 8 - n, path)
+                    layout, meta = safetensors.read_header(header, size - 8 - n, path)
                 except safetensors.FormatError as e:
                     raise FixtureError(path, e.field, e.problem)
+                _check_tensor_list(path, {name: (safetensors.NAMES[dtype.str], len(shape))
+                                          for name, (dtype, shape, _, _) in layout.items()}, meta)
                 for name, (_, shape, _, _) in layout.items():
                     if math.prod(shape) > MAX_TENSOR_ELEMS:
                         raise FixtureError(path, name + ".shape", f"{shape} holds {math.prod(shape)} elements, more than "
@@ -267,26 +269,36 @@ def read(path):
     return _validate(path, tensors, meta)
 
 
-def _validate(path, t, meta):
+# Each tensor's dtype and rank (BASE from format 1, SELECTION from format 2).
+KINDS = {"idx_q": ("BF16", 3), "index_cache": ("BF16", 3), "block_table": ("I32", 2), "seq_lens": ("I32", 1),
+         "expected": ("F32", 3), "written": ("U8", 2), "tolerance": ("F32", 3), "selection_higher": ("I32", 3),
+         "selection_lower": ("I32", 3), "selection_margin": ("F32", 2)}
+
+
+def _check_tensor_list(path, kinds, meta):
+    """The format, its version and the tensor list ({name: (dtype name,
+    rank)}), as a header declares them: a file of the wrong tensors is
+    refused before any of them is read. Returns the format version."""
     m = _Meta(path, meta)
     if m.text("format") != "ctxscore-fixture":
         m.fail("format", f"{meta['format']!r}, expected 'ctxscore-fixture'")
     version = m.integer("format_version", OLDEST_FIXTURE_FORMAT_VERSION, FIXTURE_FORMAT_VERSION)
-    m.text("case_class")
     wanted = BASE + (SELECTION if version >= 2 else ())
-    for name in t:
+    for name, (dtype, rank) in kinds.items():
         if name not in wanted:
             raise FixtureError(path, name, f"unexpected tensor in format version {version}")
-    kinds = {"idx_q": ("BF16", 3), "index_cache": ("BF16", 3), "block_table": ("I32", 2), "seq_lens": ("I32", 1),
-             "expected": ("F32", 3), "written": ("U8", 2), "tolerance": ("F32", 3), "selection_higher": ("I32", 3),
-             "selection_lower": ("I32", 3), "selection_margin": ("F32", 2)}
+        if (dtype, rank) != KINDS[name]:
+            raise FixtureError(path, name, f"{dtype} of rank {rank}, expected {KINDS[name][0]} of rank {KINDS[name][1]}")
     for name in wanted:
-        if name not in t:
+        if name not in kinds:
             raise FixtureError(path, name, "missing tensor")
-        dtype, rank = kinds[name]
-        if safetensors.NAMES[t[name].dtype.str] != dtype or t[name].ndim != rank:
-            raise FixtureError(path, name, f"{safetensors.NAMES[t[name].dtype.str]} of rank {t[name].ndim}, "
-                                           f"expected {dtype} of rank {rank}")
+    return version
+
+
+def _validate(path, t, meta):
+    m = _Meta(path, meta)
+    version = _check_tensor_list(path, {name: (safetensors.NAMES[a.dtype.str], a.ndim) for name, a in t.items()}, meta)
+    m.text("case_class")
     m.integer("seed", 0, (1 << 64) - 1)
     world = m.integer("world", 1, 1 << 20)
     rank = m.integer("rank", 0, world - 1)

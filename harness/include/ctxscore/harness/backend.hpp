@@ -18,6 +18,7 @@
 #include "ctxscore/harness/case_limits.hpp"
 #include "ctxscore/harness/out_mode.hpp"
 #include "ctxscore/harness/refusals.hpp"
+#include "ctxscore/safetensors.hpp"
 #include "ctxscore/score.hpp"
 
 namespace ctxscore::harness {
@@ -42,7 +43,7 @@ std::vector<float> written_scores(const Scored& s, const HostCase& host);
 // crashed, hung, broke its protocol or returned something of the wrong kind.
 class BackendError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit BackendError(const std::string& what) : std::runtime_error(spelled_nul(what)) {}
 };
 
 // The machine lacks what a backend needs (a port exited with
