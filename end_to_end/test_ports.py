@@ -133,3 +133,45 @@ def test_a_request_larger_than_the_memory_here_is_refused_before_it_is_allocated
         assert len(err.strip().splitlines()) == 1, err
         if not os.environ.get("CTXSCORE_SANITIZED"):
             assert peak_mb < 256, peak_mb
+
+
+def _request_head(tensors, announced=None):
+    """A frame's length field announcing `announced` bytes (by default, as
+    many as the document declares), then the document's length and a header
+    declaring `tensors` (name, dtype, shape): no body."""
+    import json
+    import math
+    header, end = {}, 0
+    for name, dtype, shape in tensors:
+        size = math.prod(shape) * {"U8": 1, "F32": 4}[dtype]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [end, end + size]}
+        end += size
+    header["__metadata__"] = {"message": "score"}
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    n = 8 + len(text) + end if announced is None else announced
+    return n.to_bytes(8, "little") + len(text).to_bytes(8, "little") + text
+
+
+def test_a_request_is_refused_from_its_header_before_its_body_is_allocated():
+    """Both workers read a request's own header before its body: a 1 GiB
+    frame whose header declares nothing, declares a tensor no call holds, or
+    a storage that is not 1-D, ends the worker with one line naming what is
+    wrong, at a peak far below the frame (the body is never sent)."""
+    frames = {"data: bytes [0, ": _request_head([], 1 << 30),
+              "junk: unexpected tensor": _request_head([("junk", "U8", [(1 << 30) - 4096])]),
+              "out: rank 2, expected a 1-D storage": _request_head([("out", "F32", [1 << 18, 1 << 10])])}
+    for command in (python_port("ctxscore.ports.numpy_port:scores", "--tensors", "numpy"), native_port()):
+        for words, frame in frames.items():
+            child = subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            watchdog = threading.Timer(60, child.kill)
+            watchdog.start()
+            child.stdin.write(frame)
+            child.stdin.close()
+            err = child.stderr.read().decode(errors="replace")
+            _, status, usage = os.wait4(child.pid, 0)
+            watchdog.cancel()
+            assert os.waitstatus_to_exitcode(status) > 0, (command, words, err)
+            assert words in err and len(err.strip().splitlines()) == 1, (command, words, err)
+            if not os.environ.get("CTXSCORE_SANITIZED"):
+                assert usage.ru_maxrss / 1024 < 100, (command, words, usage.ru_maxrss / 1024)

@@ -437,6 +437,40 @@ std::optional<std::uint64_t> available_memory() {
   return total;
 }
 
+constexpr const char* kRequest = "the harness's request";
+
+// A request's `n` bytes, its document's header read first: a frame that is
+// not exactly the tensors its header declares, or that declares a tensor no
+// call holds (kCallTensors, each 1-D), is refused before its body is
+// allocated.
+Bytes read_request_body(std::uint64_t n) {
+  if (const auto available = available_memory(); available && n > *available)
+    throw std::runtime_error("a request of " + std::to_string(n) + " bytes announced, more than the " +
+                             std::to_string(*available) + " bytes of memory this machine has available (MemAvailable + SwapFree)");
+  if (n < 8)
+    throw ctxscore::FixtureError(kRequest, "header length", "a message of " + std::to_string(n) + " bytes, the length field alone needs 8");
+  Bytes body(8);
+  if (!read_exact(body.data(), 8)) throw std::runtime_error("the harness closed stdin mid-message");
+  std::uint64_t h = 0;
+  for (int b = 0; b < 8; ++b) h |= static_cast<std::uint64_t>(body[static_cast<std::size_t>(b)]) << (8 * b);
+  ctxscore::check_header_length(h, n, kRequest);
+  body.resize(static_cast<std::size_t>(8 + h));
+  if (!read_exact(body.data() + 8, static_cast<std::size_t>(h))) throw std::runtime_error("the harness closed stdin mid-message");
+  const ctxscore::StLayout layout = ctxscore::read_safetensors_header(body.data() + 8, static_cast<std::size_t>(h), n - 8 - h, kRequest);
+  std::string storages;
+  for (const char* k : ctxscore::kCallTensors) storages += std::string(storages.empty() ? "" : ", ") + k;
+  for (const auto& [name, entry] : layout.tensors) {
+    const bool storage = std::any_of(std::begin(ctxscore::kCallTensors), std::end(ctxscore::kCallTensors),
+                                     [&name = name](const char* k) { return name == k; });
+    if (!storage) throw ctxscore::FixtureError(kRequest, name, "unexpected tensor, expected only the call's storages (" + storages + ")");
+    if (entry.shape.size() != 1)
+      throw ctxscore::FixtureError(kRequest, name, "rank " + std::to_string(entry.shape.size()) + ", expected a 1-D storage");
+  }
+  body.resize(static_cast<std::size_t>(n));
+  if (!read_exact(body.data() + 8 + h, static_cast<std::size_t>(n - 8 - h))) throw std::runtime_error("the harness closed stdin mid-message");
+  return body;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -454,12 +488,8 @@ int main(int argc, char** argv) {
       if (n > kMaxRequestBytes)
         throw std::runtime_error("a request of " + std::to_string(n) + " bytes announced, more than the " +
                                  std::to_string(kMaxRequestBytes) + " a request may have (is stdin the port protocol?)");
-      if (const auto available = available_memory(); available && n > *available)
-        throw std::runtime_error("a request of " + std::to_string(n) + " bytes announced, more than the " +
-                                 std::to_string(*available) + " bytes of memory this machine has available (MemAvailable + SwapFree)");
-      Bytes body(static_cast<std::size_t>(n));
-      if (!read_exact(body.data(), body.size())) throw std::runtime_error("the harness closed stdin mid-message");
-      const SafeTensors request = ctxscore::decode_safetensors(body.data(), body.size(), "the harness's request");
+      const Bytes body = read_request_body(n);
+      const SafeTensors request = ctxscore::decode_safetensors(body.data(), body.size(), kRequest);
       if (request.metadata.count("message") && request.metadata.at("message") == "bye") {
         SafeTensors bye;
         bye.metadata = {{"message", "bye"}};

@@ -527,8 +527,6 @@ StDType wire_dtype(DType d) {
   throw std::invalid_argument(std::string("a call in ") + dtype_name(d) + ", a dtype the port protocol has no name for");
 }
 
-const char* const kCallTensors[] = {"idx_q", "index_cache", "block_table", "seq_lens", "out"};
-
 RawTensor& call_tensor(RawCall& c, int k) {
   RawTensor* all[] = {&c.idx_q, &c.index_cache, &c.block_table, &c.seq_lens, &c.out};
   return *all[k];

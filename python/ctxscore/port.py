@@ -22,10 +22,12 @@ import argparse
 import sys
 import traceback
 
+import struct
+
 import numpy as np
 
 from . import safetensors
-from .wire_format import FRAME_LENGTH_BYTES, PROTOCOL_VERSION, frame_length, read_frame_length
+from .wire_format import CALL_TENSORS, FRAME_LENGTH_BYTES, PROTOCOL_VERSION, frame_length, read_frame_length
 from .tensors import Buffers, to_numpy, torch_available
 
 
@@ -42,7 +44,20 @@ def available_memory():
         return None
 
 
-def read_frame(stream, limit=MAX_REQUEST_BYTES):
+def _read_exactly(stream, view, what):
+    got = 0
+    while got < len(view):  # one read returns at most about 2 GiB
+        k = stream.readinto(view[got:])
+        if not k:
+            raise EOFError(f"the harness closed the pipe mid-message ({what}: {got} of {len(view)} bytes)")
+        got += k
+
+
+def read_request(stream, limit=MAX_REQUEST_BYTES):
+    """The next request's bytes, or None at the end of the stream. The
+    document's header is read first: a frame that is not exactly the
+    tensors its header declares, or that declares a tensor no call holds
+    (CALL_TENSORS, each 1-D), is refused before its body is allocated."""
     head = stream.read(FRAME_LENGTH_BYTES)
     if not head:
         return None
@@ -56,13 +71,25 @@ def read_frame(stream, limit=MAX_REQUEST_BYTES):
     if available is not None and n > available:
         raise MemoryError(f"a message of {n} bytes announced, more than the {available} bytes of memory this machine "
                           "has available (MemAvailable + SwapFree)")
+    source = "the harness's request"
+    if n < 8:
+        raise safetensors.FormatError(source, "header length", f"a message of {n} bytes, the length field alone needs 8")
+    start = bytearray(8)
+    _read_exactly(stream, memoryview(start), "its header length")
+    (h,) = struct.unpack("<Q", start)
+    safetensors.check_header_length(h, n, source)
+    header = bytearray(h)
+    _read_exactly(stream, memoryview(header), "its header")
+    layout, _ = safetensors.read_header(bytes(header), n - 8 - h, source)
+    for name, (_, shape, _, _) in layout.items():
+        if name not in CALL_TENSORS:
+            raise safetensors.FormatError(source, name, f"unexpected tensor, expected only the call's storages "
+                                                        f"({', '.join(CALL_TENSORS)})")
+        if len(shape) != 1:
+            raise safetensors.FormatError(source, name, f"rank {len(shape)}, expected a 1-D storage")
     body = bytearray(n)
-    view, got = memoryview(body), 0
-    while got < n:  # one read returns at most about 2 GiB
-        k = stream.readinto(view[got:])
-        if not k:
-            raise EOFError(f"the harness closed the pipe mid-message ({got} of {n} bytes)")
-        got += k
+    body[:8 + h] = start + header
+    _read_exactly(stream, memoryview(body)[8 + h:], "its tensors")
     return body
 
 
@@ -370,7 +397,7 @@ class Worker:
         handlers = {"hello": self.hello, "score": self.score, "capture": self.capture, "replay": self.replay,
                     "geometry": self.geometry, "time": self.time}
         while True:
-            frame = read_frame(stdin)
+            frame = read_request(stdin)
             if frame is None:
                 return 0
             t, m = safetensors.decode(frame, "the harness's request")

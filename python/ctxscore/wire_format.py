@@ -11,6 +11,7 @@ FIXTURE_FORMAT_VERSION = int(_WIRE["fixture_format_version"])  # the newest a re
 OLDEST_FIXTURE_FORMAT_VERSION = int(_WIRE["oldest_fixture_format_version"])
 PROTOCOL_VERSION = int(_WIRE["protocol_version"])
 FRAME_LENGTH_BYTES = int(_WIRE["frame_length_bytes"])  # a frame: its length, little-endian, then the message
+CALL_TENSORS = tuple(_WIRE["call_tensors"])  # the storages a call's request may hold, each 1-D
 
 
 def frame_length(n):
