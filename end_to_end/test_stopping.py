@@ -212,3 +212,27 @@ def test_a_hung_port_costs_one_timeout_per_failing_case_and_is_not_shrunk(ctxsco
     assert "a hung port: not shrunk" in done.stderr, done.stderr
     assert took < 2 * timeout + 10, took  # one timeout for the case, one at most for the port's restart, then start and stop
     assert len(list((tmp_path / "f").glob("*.safetensors"))) == 1, list((tmp_path / "f").iterdir())
+
+
+@pytest.mark.parametrize("port, status, testcase, words", [
+    ("exit 1", 2, "run", "did not start"),
+    ("echo garbage; sleep 30", 2, "run", "did not start"),
+    ("echo no device here >&2; exit 69", 4, "environment", "nothing was judged"),
+    ("sleep 30", 3, "run", "interrupted by signal 15 before any report"),
+])
+def test_a_run_that_ends_in_an_error_before_any_report_still_writes_its_junit_file(ctxscore_bin, tmp_path, port, status,
+                                                                                      testcase, words):
+    """A port that dies at hello, speaks garbage, cannot open its device, or
+    a signal while it starts: the exit status says so, and the JUnit file
+    holds one error testcase saying why, for a CI that reads only the file."""
+    junit = tmp_path / "report.xml"
+    p = subprocess.Popen([ctxscore_bin, "gate", "--port", port, "--seed", "1", "--junit", str(junit)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    if status == 3:
+        time.sleep(1)
+        p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == status, (p.returncode, out, err)
+    xml = junit.read_text()
+    assert f'<testcase classname="ctxscore" name="{testcase}">' in xml and "<error" in xml and words in xml, xml
+    assert not (tmp_path / "report.xml.partial").exists()

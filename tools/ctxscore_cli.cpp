@@ -535,6 +535,17 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? kPassed : kBadInput;  // --help and --version exit 0; every parse error is bad usage
   }
+  // Once --junit names a writable path, a run that ends in an error before
+  // any report still leaves a JUnit file saying so.
+  bool junit_usable = false;
+  const auto junit_error = [&](const std::string& testcase, const std::string& message) {
+    if (!junit_usable) return;
+    try {
+      harness::write_junit_error(testcase, message, junit);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ctxscore: %s\n", e.what());
+    }
+  };
   try {
     harness::apply_ctest_gpu_assignment();
     harness::port_timeout_seconds();  // a malformed setting is bad input, named before anything runs
@@ -556,6 +567,7 @@ int main(int argc, char** argv) {
     for (const CLI::Option* o : junit_options)
       if (o->count() > 0 && junit.empty())
         throw CLI::ValidationError("--junit", "an empty path (an unset variable?); expected the XML file to write");
+    junit_usable = !junit.empty();
     const bool backend_named = std::any_of(backend_options.begin(), backend_options.end(), [](const CLI::Option* o) { return o->count() > 0; });
     if (backend_named && !port.empty() && backend != "port")
       throw CLI::ValidationError("--backend", "--backend " + harness::printable(backend) + " with --port: the run would judge the port, not " +
@@ -664,16 +676,20 @@ int main(int argc, char** argv) {
     return harness::exit_status(report);
   } catch (const CLI::Error& e) {
     app.exit(e);
+    junit_error("usage", e.what());
     return kBadInput;
   } catch (const harness::Unavailable& e) {
     std::fprintf(stderr, "ctxscore: environment: %s\nctxscore: nothing was judged; this is no verdict on the implementation\n",
                  harness::printable(e.what).c_str());
+    junit_error("environment", e.what + "; nothing was judged");
     return kUnavailable;
   } catch (const harness::Interrupted&) {
     std::fprintf(stderr, "ctxscore: interrupted before any report\n");
+    junit_error("run", "interrupted by signal " + std::to_string(harness::stop_signal()) + " before any report");
     return kInterrupted;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ctxscore: %s\n", e.what());
+    junit_error("run", e.what());
     return kBadInput;
   }
 }

@@ -193,11 +193,8 @@ void junit_per_check(std::ostringstream& o, const Report& r) {
 
 // What fails a run outside its checks: a stop signal, a required backend
 // that could not run. A reader of the file alone sees them too.
-void junit_run(std::ostringstream& o, const Report& r) {
-  std::vector<std::pair<std::string, std::string>> problems;  // testcase, message
-  if (r.interrupted_by)
-    problems.emplace_back("run", "interrupted by signal " + std::to_string(r.interrupted_by) + " before every case was judged");
-  for (const std::string& a : r.required_absent) problems.emplace_back("required backend", "required but not available: " + a);
+// Errors of the run itself (no check's), as a suite of error testcases.
+void junit_errors(std::ostringstream& o, const std::vector<std::pair<std::string, std::string>>& problems) {
   if (problems.empty()) return;
   o << "  <testsuite name=\"ctxscore.run\" tests=\"" << problems.size() << "\" failures=\"0\" errors=\"" << problems.size() << "\">\n";
   for (const auto& [name, message] : problems)
@@ -206,11 +203,34 @@ void junit_run(std::ostringstream& o, const Report& r) {
   o << "  </testsuite>\n";
 }
 
+void junit_run(std::ostringstream& o, const Report& r) {
+  std::vector<std::pair<std::string, std::string>> problems;  // testcase, message
+  if (r.interrupted_by)
+    problems.emplace_back("run", "interrupted by signal " + std::to_string(r.interrupted_by) + " before every case was judged");
+  for (const std::string& a : r.required_absent) problems.emplace_back("required backend", "required but not available: " + a);
+  junit_errors(o, problems);
+}
+
+// The XML at `path`, or nothing: never a half-written file.
+void write_xml(const std::string& text, const std::string& path) {
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!(f << text) || !f.flush()) throw std::runtime_error("--junit: cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("--junit: cannot rename " + tmp + " to " + path);
+  }
+}
+
+constexpr const char* kJunitHead = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ctxscore\">\n";
+
 }  // namespace
 
 void write_junit(const Report& r, const std::string& path, bool per_check) {
   std::ostringstream o;
-  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ctxscore\">\n";
+  o << kJunitHead;
   if (per_check) junit_per_check(o, r);
   for (const Suite& s : per_check ? std::vector<Suite>{} : r.suites) {
     std::int64_t failed = 0;
@@ -234,15 +254,15 @@ void write_junit(const Report& r, const std::string& path, bool per_check) {
   }
   junit_run(o, r);
   o << "</testsuites>\n";
-  const std::string tmp = path + ".partial";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!(f << o.str()) || !f.flush()) throw std::runtime_error("--junit: cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());  // nothing half-written is left behind
-    throw std::runtime_error("--junit: cannot rename " + tmp + " to " + path);
-  }
+  write_xml(o.str(), path);
+}
+
+void write_junit_error(const std::string& testcase, const std::string& message, const std::string& path) {
+  std::ostringstream o;
+  o << kJunitHead;
+  junit_errors(o, {{testcase, message}});
+  o << "</testsuites>\n";
+  write_xml(o.str(), path);
 }
 
 }  // namespace ctxscore::harness

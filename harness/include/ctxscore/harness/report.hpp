@@ -81,5 +81,9 @@ std::uint64_t fingerprint(const Case& c);
 // testcase per suite (the gate: a check is a test, "not run" a skip unless
 // required). Throws std::runtime_error when the file cannot be written.
 void write_junit(const Report& r, const std::string& path, bool per_check = false);
+// A JUnit file for a run that ended in an error before any report (a port
+// that did not start, a device that could not be opened, a signal during
+// start-up): one error testcase, so that a CI reading the file sees it.
+void write_junit_error(const std::string& testcase, const std::string& message, const std::string& path);
 
 }  // namespace ctxscore::harness
