@@ -53,11 +53,12 @@ def _read_exactly(stream, view, what):
         got += k
 
 
-def read_request(stream, limit=MAX_REQUEST_BYTES):
-    """The next request's bytes, or None at the end of the stream. The
+def read_frame(stream, limit=MAX_REQUEST_BYTES, tensors=None):
+    """The next message's bytes, or None at the end of the stream. The
     document's header is read first: a frame that is not exactly the
-    tensors its header declares, or that declares a tensor no call holds
-    (CALL_TENSORS, each 1-D), is refused before its body is allocated."""
+    tensors its header declares, or (given `tensors`, as a request's
+    CALL_TENSORS) that declares another tensor or one that is not 1-D, is
+    refused before its body is allocated."""
     head = stream.read(FRAME_LENGTH_BYTES)
     if not head:
         return None
@@ -71,7 +72,7 @@ def read_request(stream, limit=MAX_REQUEST_BYTES):
     if available is not None and n > available:
         raise MemoryError(f"a message of {n} bytes announced, more than the {available} bytes of memory this machine "
                           "has available (MemAvailable + SwapFree)")
-    source = "the harness's request"
+    source = "the harness's request" if tensors is not None else "the message"
     if n < 8:
         raise safetensors.FormatError(source, "header length", f"a message of {n} bytes, the length field alone needs 8")
     start = bytearray(8)
@@ -81,10 +82,10 @@ def read_request(stream, limit=MAX_REQUEST_BYTES):
     header = bytearray(h)
     _read_exactly(stream, memoryview(header), "its header")
     layout, _ = safetensors.read_header(bytes(header), n - 8 - h, source)
-    for name, (_, shape, _, _) in layout.items():
-        if name not in CALL_TENSORS:
+    for name, (_, shape, _, _) in layout.items() if tensors is not None else ():
+        if name not in tensors:
             raise safetensors.FormatError(source, name, f"unexpected tensor, expected only the call's storages "
-                                                        f"({', '.join(CALL_TENSORS)})")
+                                                        f"({', '.join(tensors)})")
         if len(shape) != 1:
             raise safetensors.FormatError(source, name, f"rank {len(shape)}, expected a 1-D storage")
     body = bytearray(n)
@@ -397,7 +398,7 @@ class Worker:
         handlers = {"hello": self.hello, "score": self.score, "capture": self.capture, "replay": self.replay,
                     "geometry": self.geometry, "time": self.time}
         while True:
-            frame = read_request(stdin)
+            frame = read_frame(stdin, tensors=CALL_TENSORS)
             if frame is None:
                 return 0
             t, m = safetensors.decode(frame, "the harness's request")

@@ -101,6 +101,23 @@ def test_a_check_that_cannot_run_here_passes_with_a_warning_naming_it():
 
 
 @pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")
+def test_a_clean_cpu_gate_warns_only_of_the_checks_that_did_not_run():
+    """The default gate of a correct CPU port raises no warning but one
+    NotRunWarning per check that truly did not run here, each naming it."""
+    import warnings
+
+    from ctxscore.pytest_plugin import CHECKS, NotRunWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gate("ctxscore.ports.numpy_port:scores", tensors="numpy")
+    assert caught and all(w.category is NotRunWarning for w in caught), [str(w.message) for w in caught]
+    not_run = [re.match(r"ctxscore gate: (\w+): not run: ", str(w.message)) for w in caught]
+    assert all(not_run) and {m.group(1) for m in not_run} <= set(CHECKS), [str(w.message) for w in caught]
+    assert len(not_run) == len({m.group(1) for m in not_run}), [str(w.message) for w in caught]  # one each
+
+
+@pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")
 def test_a_required_check_that_cannot_run_here_fails_the_gate():
     with pytest.raises(pytest.fail.Exception, match="failed: capture"):
         gate("ctxscore.ports.numpy_port:scores", tensors="numpy", checks=["capture"], require=["capture"])
