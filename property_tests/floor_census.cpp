@@ -2,13 +2,15 @@
 // seeds, at every case size and at 1, 8 and unlimited compile keys, every
 // case a floor's stratum draws holds the floor's class. Drawing alone, no
 // backend: the census costs the reference's scoring of the drawn cases
-// (label cpu).
+// (label cpu); selection's over a tenth of the seeds, each draw scoring its
+// case through the reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "ctxscore/harness/checks.hpp"
 #include "ctxscore/harness/compile_keys.hpp"
+#include "ctxscore/harness/pipeline.hpp"
 #include "ctxscore/score.hpp"
 
 #ifndef CTXSCORE_FLOOR_CENSUS_SEEDS
@@ -26,10 +28,11 @@ constexpr std::int64_t kCases = 200;  // the gate's default run
 const char* const kSizes[] = {"small", "large", "m3"};
 constexpr std::int64_t kKeys[] = {1, 8, 0};
 
-// The cases k < kCases of a run that fall in `floor`'s stratum.
-std::vector<std::int64_t> stratum(const harness::Floor& floor, const std::vector<harness::Floor>& floors) {
+// The cases k < `cases` of a run that fall in `floor`'s stratum.
+std::vector<std::int64_t> stratum(const harness::Floor& floor, const std::vector<harness::Floor>& floors,
+                                  std::int64_t cases = kCases) {
   std::vector<std::int64_t> ks;
-  for (std::int64_t k = 0; k < kCases; ++k)
+  for (std::int64_t k = 0; k < cases; ++k)
     if (const harness::Floor* f = harness::stratum_of(floors, k); f && f->claim == floor.claim) ks.push_back(k);
   return ks;
 }
@@ -104,6 +107,29 @@ TEST(Floors, BatchInvariancesStrataHoldTheirWayAtEverySeedAndSize) {
       ADD_FAILURE() << "seed " << seed << ", case " << k << ": drawn to " << how << ", the other batch " << r.str();
     }
   }
+  EXPECT_EQ(missed, 0);
+}
+
+TEST(Floors, SelectionsStratumDecidesMostRowsAtEverySeedAndSize) {
+  constexpr std::int64_t kSelectionCases = 30;  // the gate's default selection run
+  const std::vector<std::int64_t> ks = stratum(harness::kMostRowsDecidedFloor, {harness::kMostRowsDecidedFloor}, kSelectionCases);
+  ASSERT_GE(static_cast<double>(ks.size()), 0.45 * kSelectionCases);
+  std::int64_t missed = 0, drawn = 0;
+  // A draw scores its case through the reference: a tenth of the seeds keeps the census in seconds.
+  for (std::int64_t seed = 0; seed < kSeeds; seed += 10) {
+    const std::int64_t k = ks[static_cast<std::size_t>(seed / 10) % ks.size()];
+    const char* size = kSizes[seed / 10 % 3];
+    const Case c = harness::selection_stratum_case(size, harness::case_seed(static_cast<std::uint64_t>(seed), "selection", k),
+                                                   harness::case_size(k));
+    ++drawn;
+    if (const harness::RowsDecided d = harness::rows_decided(c); !d.most()) {
+      ++missed;
+      ADD_FAILURE() << "seed " << seed << ", size " << size << ", case " << k << ": drawn to decide most rows, decides "
+                    << d.decided << " of " << d.rows << ": " << c.str();
+    }
+  }
+  std::printf("selection's stratum: %lld cases drawn, %lld held\n", static_cast<long long>(drawn),
+              static_cast<long long>(drawn - missed));
   EXPECT_EQ(missed, 0);
 }
 

@@ -76,4 +76,16 @@ PipelineVerdict judge_pipeline(Backend& b, const Case& c, const std::vector<OutM
   return v;
 }
 
+RowsDecided rows_decided(const Case& c, const SelectionParams& params) {
+  HostCase one = materialize(c.unsharded());
+  const ShardScores exact = oracle_scores(Oracle::reference, one);
+  const SelectionLayout l{c.seq_lens, c.query_len, c.heads, c.global(), 1};
+  RowsDecided d;
+  for (const double m : selection_margins(l, 0, exact.exact, exact.bound, params)) {
+    ++d.rows;
+    d.decided += m > 1 && m < 1e300;  // as check_selection counts them
+  }
+  return d;
+}
+
 }  // namespace ctxscore::harness

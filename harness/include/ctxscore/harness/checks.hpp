@@ -45,6 +45,12 @@ inline const Floor kAllNegativeRowFloor{"a written row whose qualifying scores a
 // batch_invariance's: every case in one stratum, a quarter each way the
 // batch changes (gen::rebatching_kinds(), gen::genRebatchedCase).
 inline constexpr const char* kRebatchedClassPrefix = "the batch ";
+// selection's: half its cases drawn so that the reference decides at least
+// half their rows (pipeline.hpp's rows_decided), else a wrong selection
+// could hide among rows that select every candidate.
+inline const Floor kMostRowsDecidedFloor{"a case at least half of whose (head, row) pairs are decided", 0.5};
+// The case selection draws for that stratum at a named case size, from a case's seed and RapidCheck size.
+Case selection_stratum_case(const std::string& size, std::uint64_t case_seed, int rc_size);
 
 // The checks in the order the gate runs them.
 const std::vector<std::string>& check_names();

@@ -28,4 +28,13 @@ struct PipelineVerdict {
 PipelineVerdict judge_pipeline(Backend& b, const Case& c, const std::vector<OutMode>& out_modes,
                                const SelectionParams& params = {});
 
+// The (head, row) pairs of case `c` merged at world 1, and those whose
+// selection the reference decides: a (k+1)-th candidate beyond the bounds
+// of the k-th (not a near-tie, not a row of k candidates or fewer).
+struct RowsDecided {
+  std::int64_t rows = 0, decided = 0;
+  bool most() const { return 2 * decided >= rows && rows > 0; }
+};
+RowsDecided rows_decided(const Case& c, const SelectionParams& params = {});
+
 }  // namespace ctxscore::harness
