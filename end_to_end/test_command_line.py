@@ -271,7 +271,9 @@ def test_reports_and_failure_fixtures_name_the_toolchain(run, port_command, tmp_
     assert numpy_version.search(suite["toolchain"]), suite
     properties = {p.get("name"): p.get("value") for p in ElementTree.parse(junit).iter("property")}
     assert numpy_version.search(properties["toolchain"]), properties
-    fixture = suite["failing"][0]["where"].split(" (replay")[0]
+    failing = suite["failing"][0]
+    fixture = failing["fixture"]
+    assert failing["where"] == f"{fixture} (replay: {failing['replay']})" and failing["replay_reproduces"], failing
     assert numpy_version.search(read(fixture).toolchain), fixture
     text = run("fuzz", "--cases", "2")
     assert re.search(r"toolchain: the reference, host code built by (g\+\+|clang) ", text.stdout), text.stdout

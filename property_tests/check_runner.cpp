@@ -52,7 +52,7 @@ void expect_check_passes(const harness::Suite& s) {
   for (const harness::Row& r : s.rows)
     if (!r.ok)
       msg << "\n" << (r.spec.empty() ? "" : "shrunk case: " + r.spec + "\n") << "verdict: " << r.message
-          << (r.where.empty() ? "" : "\nfixture: " + r.where);
+          << (r.where.empty() ? "" : "\nfixture: " + r.where.str());
   ADD_FAILURE() << msg.str();
 }
 

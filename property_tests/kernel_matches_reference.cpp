@@ -39,7 +39,7 @@ class Kernel : public test::OnPropertyBackend {
     JudgeOptions o;
     o.out = out;
     const harness::Verdict v = run_and_judge(backend(), c, o);
-    EXPECT_TRUE(v.ok()) << v.str() << "\n" << c.str() << "\nfixture: " << v.fixture;
+    EXPECT_TRUE(v.ok()) << v.str() << "\n" << c.str() << "\nfixture: " << v.fixture.str();
     return v;
   }
 };

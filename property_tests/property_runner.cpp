@@ -58,7 +58,7 @@ std::string counterexample(const Failure& f, const std::string& found_by, std::u
   return "\n" + std::string(shrunk ? "shrunk case: " : "case: ") + f.c.str() + "\nverdict: " + f.verdict +
          "\nfixture: " +
          harness::write_failure_fixture(f.c, harness::FailureRecord{found_by, seed, std::nullopt, shrunk, toolchain()},
-                                        f.backend_flags);
+                                        f.backend_flags).str();
 }
 
 }  // namespace

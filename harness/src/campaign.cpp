@@ -80,7 +80,7 @@ void judge_floors(Suite& s, const CampaignPlan& plan, const std::vector<StratumT
   }
 }
 
-std::string record_failure(const Suite& s, const Trial& t, std::uint64_t seed, Backend& b, bool one_call_shows_it) {
+FailureFile record_failure(const Suite& s, const Trial& t, std::uint64_t seed, Backend& b, bool one_call_shows_it) {
   return write_failure_fixture(t.verdict.spec, FailureRecord{s.name, seed, t.verdict.out, !hung(t.verdict), b.toolchain(), !one_call_shows_it},
                                t.replay_flags);
 }

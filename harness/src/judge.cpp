@@ -304,8 +304,14 @@ std::string& replay_program_setting() {
 void set_replay_program(const std::string& program) { replay_program_setting() = program; }
 const std::string& replay_program() { return replay_program_setting(); }
 
-std::string with_replay_line(const std::string& path, const std::string& backend_flags, bool one_call) {
-  return path + (one_call ? " (one call again: " : " (replay: ") + shell_quoted(replay_program()) + " fixtures check " + shell_quoted(path) + " " + backend_flags + ")";
+FailureFile with_replay_line(const std::string& path, const std::string& backend_flags, bool one_call) {
+  return {path, shell_quoted(replay_program()) + " fixtures check " + shell_quoted(path) + " " + backend_flags, one_call, ""};
+}
+
+std::string FailureFile::str() const {
+  if (!not_written.empty()) return "not written: " + not_written;
+  if (path.empty()) return "";
+  return path + (one_call ? " (one call again: " : " (replay: ") + replay + ")";
 }
 
 std::string failure_dir_problem() {
@@ -338,7 +344,7 @@ std::string FailureRecord::file_name() const {
 
 namespace {
 
-std::string write_failure(const std::function<Fixture()>& make, const FailureRecord& record,
+FailureFile write_failure(const std::function<Fixture()>& make, const FailureRecord& record,
                           const std::string& backend_flags) {
   try {
     const std::filesystem::path dir = std::filesystem::absolute(failure_dir());
@@ -349,17 +355,19 @@ std::string write_failure(const std::function<Fixture()>& make, const FailureRec
     write_fixture(path, f);
     return with_replay_line(path, backend_flags, record.one_call);
   } catch (const std::exception& e) {
-    return std::string("not written: ") + e.what();
+    FailureFile none;
+    none.not_written = e.what();
+    return none;
   }
 }
 
 }  // namespace
 
-std::string write_failure_fixture(const Case& c, const FailureRecord& record, const std::string& backend_flags) {
+FailureFile write_failure_fixture(const Case& c, const FailureRecord& record, const std::string& backend_flags) {
   return write_failure([&] { return make_fixture(c); }, record, backend_flags);
 }
 
-std::string write_failure_fixture(const HostCase& host, const FailureRecord& record, const std::string& backend_flags) {
+FailureFile write_failure_fixture(const HostCase& host, const FailureRecord& record, const std::string& backend_flags) {
   return write_failure([&] { return make_fixture(host); }, record, backend_flags);
 }
 

@@ -13,7 +13,7 @@ std::uint64_t fingerprint(const Case& c) {
   return h;
 }
 
-void Suite::add(const std::string& row, const Verdict& v, const std::string& where) {
+void Suite::add(const std::string& row, const Verdict& v, const FailureFile& where) {
   stats.add(v);
   judged.emplace_back(row, fingerprint(v.spec));
   std::string message;
@@ -27,7 +27,7 @@ void Suite::add(const std::string& row, const Verdict& v, const std::string& whe
 
 void Suite::add_error(const std::string& row, const std::string& message) {
   ++errors;
-  rows.push_back({row, false, message, "", "", true});
+  rows.push_back({row, false, message, {}, "", true});
 }
 
 bool Suite::too_few() const { return not_run.empty() && stats.cases < min_cases; }
@@ -104,7 +104,7 @@ std::string Report::table() const {
       if (!r.ok && shown++ < 5)
         o << "    FAIL " << printable(r.name) << ": " << printable_lines(r.message, "\n      ")
           << (r.spec.empty() ? "" : "\n      case: " + printable(r.spec))
-          << (r.where.empty() ? "" : "\n      fixture: " + printable(r.where)) << "\n";
+          << (r.where.empty() ? "" : "\n      fixture: " + printable(r.where.str())) << "\n";
   }
   for (const std::string& a : absent) o << "not available: " << a << "\n";
   for (const std::string& a : required_absent) o << "REQUIRED but not available: " << a << "\n";
@@ -121,7 +121,10 @@ nlohmann::ordered_json Report::json() const {
     for (const auto& [name, print] : s.judged) judged.push_back({name, print});
     nlohmann::ordered_json failing = nlohmann::ordered_json::array();
     for (const Row& r : s.rows)
-      if (!r.ok) failing.push_back({{"name", r.name}, {"message", r.message}, {"where", r.where}, {"case", r.spec}});
+      if (!r.ok)
+        failing.push_back({{"name", r.name}, {"message", r.message}, {"where", r.where.str()}, {"fixture", r.where.path},
+                           {"replay", r.where.replay}, {"replay_reproduces", !r.where.path.empty() && !r.where.one_call},
+                           {"case", r.spec}});
     j["suites"].push_back({{"suite", s.name}, {"backend", s.backend}, {"oracle", s.oracle}, {"toolchain", s.toolchain},
                            {"calls", s.stats.cases + s.errors}, {"failures", s.stats.failures}, {"errors", s.errors},
                            {"worst_ratio", s.stats.worst_ratio}, {"written", s.stats.written},
@@ -183,7 +186,7 @@ void junit_per_check(std::ostringstream& o, const Report& r) {
       for (const Row& row : s.rows)
         if (!row.ok)
           text += "\n" + row.name + ": " + row.message + (row.spec.empty() ? "" : "\ncase: " + row.spec) +
-                  (row.where.empty() ? "" : "\nfixture: " + row.where);
+                  (row.where.empty() ? "" : "\nfixture: " + row.where.str());
       o << "      <failure message=\"" << xml(s.summary().substr(0, 300)) << "\">" << xml(text) << "</failure>\n";
     }
     o << "    </testcase>\n";
@@ -248,7 +251,7 @@ void write_junit(const Report& r, const std::string& path, bool per_check) {
       }
       const char* tag = row.error ? "error" : "failure";
       o << ">\n      <" << tag << " message=\"" << xml(row.message.substr(0, 200)) << "\">" << xml(row.message)
-        << (row.where.empty() ? "" : "\n" + xml(row.where)) << "</" << tag << ">\n    </testcase>\n";
+        << (row.where.empty() ? "" : "\n" + xml(row.where.str())) << "</" << tag << ">\n    </testcase>\n";
     }
     o << "  </testsuite>\n";
   }

@@ -31,7 +31,6 @@ pytest plugin, the same function is the fixture `ctxscore_gate`.
 import functools
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -127,12 +126,10 @@ def _failures(report, function, device, tensors):
             lines.append(f"  {row['name']}: {row['message']}")
             if row.get("case"):
                 lines.append(f"  case: {row['case']}")
-            where = row.get("where") or ""
-            if where:
-                lines.append(f"  fixture: {where}")
-                fixture = re.split(r" \((?:replay|one call again): ", where)[0]
-                if fixture.endswith(".safetensors") and os.path.isabs(fixture):
-                    lines.append(f"  in process: {_in_process_replay(fixture, function, device, tensors)}")
+            if row.get("where"):
+                lines.append(f"  fixture: {row['where']}")
+            if row.get("fixture"):
+                lines.append(f"  in process: {_in_process_replay(row['fixture'], function, device, tensors)}")
     lines.append("\nthe mismatch kinds and how to replay a failure: the ctxscore README, \"Reading a failure\"")
     return "\n".join(lines)
 

@@ -37,7 +37,7 @@ Suite check_geometry(Backend& b, std::int64_t random_points, std::uint64_t seed)
     } catch (const std::exception& e) {
       v.error = e.what();
     }
-    s.add(row, v, "");
+    s.add(row, v, {});
     return v.ok();
   };
   int shown = 0;

@@ -104,7 +104,7 @@ struct StratumTally {
 // line that draws it again) and names in s.oracle a class the run cannot hold.
 void judge_floors(Suite& s, const CampaignPlan& plan, const std::vector<StratumTally>& tallies, const std::string& check);
 // Writes a failing trial's case as a fixture and returns its path and replay line.
-std::string record_failure(const Suite& s, const Trial& t, std::uint64_t seed, Backend& b, bool one_call_shows_it = true);
+FailureFile record_failure(const Suite& s, const Trial& t, std::uint64_t seed, Backend& b, bool one_call_shows_it = true);
 // Whether a failing verdict is a port that hung: shrinking it would cost a timeout a step.
 bool hung(const Verdict& v);
 // The line that draws case k of the run again, or "" where the plan has none.
@@ -199,11 +199,11 @@ Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>&
       tallies[static_cast<std::size_t>(stratum - plan.floors.data())].add(
           k, in_class.has_value(), gen::class_counts()[stratum->claim] > held_before);
     }
-    std::string fixture;
+    FailureFile fixture;
     if (!t.verdict.ok()) {
       if (!hung(t.verdict)) t = detail::shrink(steps, drawn, t, plan);
       fixture = record_failure(s, t, seed, b, steps.one_call_shows_it);
-      if (plan.print) print_failure(s, k, seed, t, fixture, redraw_line(plan, steps.check, k));
+      if (plan.print) print_failure(s, k, seed, t, fixture.str(), redraw_line(plan, steps.check, k));
     }
     s.add("case " + std::to_string(k) + " (seed " + std::to_string(seed) + ")", t.verdict, fixture);
     if (!t.verdict.ok() && !plan.redraw.empty())

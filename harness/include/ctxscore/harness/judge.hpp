@@ -34,6 +34,19 @@ struct JudgeOptions {
   bool refusals = false;
 };
 
+// A fixture a failure was written to (or read from) and the line that judges
+// it again; or why none was written. Reports print str() and give the parts
+// as data (the JSON report's `fixture`, `replay`, `replay_reproduces`).
+struct FailureFile {
+  std::string path;         // absolute; empty where none was written
+  std::string replay;       // PROGRAM fixtures check PATH FLAGS
+  bool one_call = false;    // the line judges one call of a claim that takes several, which may pass
+  std::string not_written;  // why none was written
+  bool empty() const { return path.empty() && not_written.empty(); }
+  // "PATH (replay: LINE)", "PATH (one call again: LINE)", "not written: WHY" or "".
+  std::string str() const;
+};
+
 struct Verdict {
   Case spec;
   OutMode out = OutMode::given;
@@ -42,7 +55,7 @@ struct Verdict {
   std::string shape;    // Scored::shape
   std::string error;       // the backend raised or misbehaved; empty otherwise
   std::string invariance;  // a repeated or rebatched call that changed bits; empty otherwise
-  std::string fixture;     // where the failing case was written (with its replay line), or why it was not
+  FailureFile fixture;     // where the failing case was written (with its replay line), or why it was not
   bool ok() const { return error.empty() && invariance.empty() && report.ok(); }
   std::string str() const;  // one line: verdict, out mode, report or error
 };
@@ -86,10 +99,7 @@ std::string shell_quoted(const std::string& s);
 // sets its own absolute path, so that a line runs as printed whatever PATH holds.
 void set_replay_program(const std::string& program);
 const std::string& replay_program();
-// "PATH (replay: PROGRAM fixtures check PATH FLAGS)": a fixture and the line
-// that judges it again; "(one call again: ...)" where the fixture holds one
-// call of a claim that takes several.
-std::string with_replay_line(const std::string& path, const std::string& backend_flags, bool one_call = false);
+FailureFile with_replay_line(const std::string& path, const std::string& backend_flags, bool one_call = false);
 
 // Where failing cases go: set_failure_dir (the --failures flag), else
 // $CTXSCORE_FAILURE_DIR, else ./ctxscore-failures.
@@ -114,10 +124,10 @@ struct FailureRecord {
 };
 // Writes `c` into failure_dir() under the record's name; returns its
 // absolute path and replay line (`backend_flags` select the backend and
-// out mode again), or "not written: why".
-std::string write_failure_fixture(const Case& c, const FailureRecord& record, const std::string& backend_flags);
+// out mode again), or why it was not written.
+FailureFile write_failure_fixture(const Case& c, const FailureRecord& record, const std::string& backend_flags);
 // The same for buffers already laid out, whose contents the seed does not give.
-std::string write_failure_fixture(const HostCase& host, const FailureRecord& record, const std::string& backend_flags);
+FailureFile write_failure_fixture(const HostCase& host, const FailureRecord& record, const std::string& backend_flags);
 
 // Totals over many verdicts: what a property or a fuzz run reports.
 struct JudgeStats {

@@ -16,7 +16,7 @@ struct Row {
   std::string name;      // the fixture or the seed
   bool ok = true;
   std::string message;   // the verdict, when it failed
-  std::string where;     // the fixture it came from or was written to, with its replay line
+  FailureFile where;     // the fixture it came from or was written to, with its replay line
   std::string spec;      // the case line (the shrunk one for a failing drawn case)
   bool error = false;    // an input that could not be judged, not a failing backend
   bool off_the_oracle = false;  // failed as scores off the oracle's (not a raised error, nor bits that changed between calls)
@@ -44,7 +44,7 @@ struct Suite {
   // Every judged row's name and a fingerprint of its case: shards of a run
   // can be checked to judge exactly the cases of the whole run.
   std::vector<std::pair<std::string, std::uint64_t>> judged;
-  void add(const std::string& row, const Verdict& v, const std::string& where);
+  void add(const std::string& row, const Verdict& v, const FailureFile& where);
   void add_error(const std::string& row, const std::string& message);
   bool too_few() const;
   // The verdict's rules: no failing case, no input that could not be judged,
