@@ -331,3 +331,24 @@ def test_the_guide_prints_the_readme_and_where_the_documents_are(run):
     assert [os.path.basename(f) for f in listed] == ["README.md", "CONTRACT.md", "FORMAT.md", "PROTOCOL.md", "native_port.h",
                                                      "corpus"]
     assert all(os.path.exists(f) for f in listed), listed
+
+
+def test_timings_say_where_each_checks_seconds_went(run, port_command):
+    """--timings and the JSON report split a check's seconds into phases: the port's own calls (the seconds
+    its replies state) apart from the pipe, the reference and the judge; the phases never add up past the
+    check's own seconds."""
+    port = port_command("ctxscore.ports.numpy_port:scores")
+    done = run("gate", "--port", port, "--check", "fuzz", "--check", "large_batches", "--seed", "3", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for suite in json.loads(done.stdout)["suites"]:
+        phases = suite["seconds_by_phase"]
+        assert list(phases) == ["setup", "reference", "implementation", "transfer", "judge", "harness"], phases
+        assert all(v >= 0 for v in phases.values()), phases
+        assert sum(phases.values()) == pytest.approx(suite["seconds"], abs=1e-3), (phases, suite["seconds"])
+        assert phases["implementation"] > 0 and phases["reference"] > 0 and phases["transfer"] > 0, phases
+    table = run("gate", "--port", port, "--check", "fuzz", "--seed", "3", "--timings")
+    assert table.returncode == 0, table.stdout + table.stderr
+    rows = table.stdout.split("where the time went (seconds):\n")[1].splitlines()
+    assert rows[0].split() == ["check", "seconds", "setup", "reference", "implementation", "transfer", "judge",
+                               "harness"], rows
+    assert rows[1].split()[0] == "fuzz" and len(rows[1].split()) == 8, rows

@@ -370,6 +370,7 @@ int main(int argc, char** argv) {
   std::int64_t batch = 0, bound = 0, world = 1, heads = 4, query_len = 1;
   bool as_json = false;
   std::string junit;
+  bool timings = false;
   auto* geo = app.add_subcommand("geometry", "The contract's production launch geometry for one call");
   geo->add_option("--batch", batch, "requests B")->required()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 31));
   geo->add_option("--max-seq-len", bound, "the capture-stable bound S")->required()->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
@@ -392,6 +393,8 @@ int main(int argc, char** argv) {
     port_options.push_back(cmd->add_option("--port", port, "a port's command line (implies --backend port)"));
     cmd->add_option("--out-mode", out_mode, std::string("how out is passed: ") + modes)->capture_default_str();
     cmd->add_flag("--json", as_json, "print JSON");
+    cmd->add_flag("--timings", timings, "also print where each check's seconds went: setup, reference, the implementation's "
+                                        "calls (compiles included), transfer, judge, and the harness's own");
     junit_options.push_back(cmd->add_option("--junit", junit, "also write a JUnit XML report here"));
     cmd->add_option("--repeat", repeat, "make each call this many times: every call after the first must give its bits")
         ->capture_default_str()->check(CLI::Range(1, 1000));
@@ -634,7 +637,9 @@ int main(int argc, char** argv) {
       co.print = !as_json;
       co.budget = &budget;
       co.min_cases = min_cases;
+      const harness::PhaseSeconds before = harness::phase_seconds();
       report.suites.push_back(harness::check_corpus(*b, files, co));
+      report.suites.back().phases = harness::phase_difference(harness::phase_seconds(), before);
     } else if (*fuzz_cmd || *gate_cmd) {
       const std::string& mode = *fuzz_cmd ? fuzz_mode : gate_mode;
       if (mode != "mixed") harness::out_mode_named(mode);
@@ -649,7 +654,9 @@ int main(int argc, char** argv) {
                               " --compile-keys " + std::to_string(drawn.compile_keys) +
                               (mode != "mixed" ? " --out-mode " + mode : "") + " --repeat " + std::to_string(drawn.repeat);
       if (*fuzz_cmd) {
+        const harness::PhaseSeconds before = harness::phase_seconds();
         report.suites.push_back(harness::check_fuzz(*b, drawn));
+        report.suites.back().phases = harness::phase_difference(harness::phase_seconds(), before);
         if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry") && !harness::stop_signal())
           report.suites.push_back(harness::check_geometry(*b, std::max<std::int64_t>(drawn.campaign.cases, 1000), drawn.campaign.seed));
       } else {
@@ -671,7 +678,7 @@ int main(int argc, char** argv) {
     report.interrupted_by = harness::stop_signal();
     if (!junit.empty()) harness::write_junit(report, junit, gate_cmd->parsed());
     if (as_json) std::cout << report.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    else std::cout << report.table();
+    else std::cout << report.table() << (timings ? "\nwhere the time went (seconds):\n" + report.timings() : "");
     std::cout.flush();
     return harness::exit_status(report);
   } catch (const CLI::Error& e) {

@@ -264,8 +264,14 @@ class Worker {
                     {"protocol", std::to_string(ctxscore::kProtocolVersion)}, {"toolchain", toolchain()}};
     } else if (kind == "score") {
       Call call(m, gpu_, c_stream_);
+      const auto t0 = std::chrono::steady_clock::now();
       run(call.c);
+#if defined(CTXSCORE_NATIVE_PORT_GPU)
+      if (gpu_) ctxscore::check_hip(hipDeviceSynchronize(), "the library's call");
+#endif
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       r = scores(call);
+      r.metadata["call_seconds"] = std::to_string(seconds);
     } else if (kind == "capture") {
       capture(m);
       r.metadata = {{"message", "captured"}};

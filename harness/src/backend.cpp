@@ -1,4 +1,5 @@
 #include "ctxscore/harness/backend.hpp"
+#include "ctxscore/harness/phases.hpp"
 
 #include "ctxscore/harness/port.hpp"
 
@@ -62,6 +63,7 @@ TensorRef too_small(const TensorRef& given, std::int64_t local_slots) {
 const char* oracle_name(Oracle o) { return o == Oracle::reference ? "reference" : "plain-loop scorer"; }
 
 ShardScores oracle_scores(Oracle o, HostCase& host) {
+  const PhaseClock clock(Phase::reference);
   ScoreArgs args = host.args();
   args.out.reset();
   return o == Oracle::reference ? score_shard(args) : score_shard_naive(args);
@@ -146,6 +148,7 @@ class ReferenceBackend : public Backend {
     return o;
   }
   Scored score(HostCase& host, OutMode mode) override {
+    const PhaseClock clock(Phase::implementation);
     ScoreArgs args = host.args();
     Scored s;
     if (mode == OutMode::given) {

@@ -11,6 +11,7 @@
 #include "ctxscore/harness/backend.hpp"
 #include "ctxscore/harness/device.hpp"
 #include "ctxscore/harness/graph_timing.hpp"
+#include "ctxscore/harness/phases.hpp"
 
 namespace ctxscore::harness {
 
@@ -160,12 +161,17 @@ class HipBackend : public Backend {
   gen::CaseLimits fuzz_limits() const override { return gen::kernel_limits(max_teams(), max_ring_pages()); }
 
   Scored score(HostCase& host, OutMode mode) override {
+    const PhaseClock copies(Phase::transfer);
     DeviceCase dev(host);
     ScoreArgs a = dev.args;
     if (mode == OutMode::absent) a.out.reset();
     if (mode == OutMode::too_small) a.out = too_small(*a.out, host.spec.local());
-    const LaunchResult r = indexer_context_scores(a, stream_, host.spec.geometry);
-    check_hip(hipStreamSynchronize(stream_), "kernel");
+    LaunchResult r;
+    {
+      const PhaseClock kernel(Phase::implementation);
+      r = indexer_context_scores(a, stream_, host.spec.geometry);
+      check_hip(hipStreamSynchronize(stream_), "kernel");
+    }
     Scored s;
     s.shape = shape_of(r);
     if (mode != OutMode::absent) s.out = dev.download_out();

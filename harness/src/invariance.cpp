@@ -15,7 +15,7 @@ Verdict judge_rebatched(Backend& backend, const Case& c, const Rebatching& r, Ou
   JudgeOptions o;
   o.out = out;
   o.write_failure = false;
-  HostCase first = materialize(c), second = materialize(r.batch);
+  HostCase first = laid_out(c), second = laid_out(r.batch);
   const std::int64_t H = c.heads, QL = c.query_len, L = c.local();
   // The request's query rows, as the first batch laid them out.
   for (std::int64_t t = 0; t < QL; ++t)

@@ -1,4 +1,5 @@
 #include "ctxscore/harness/judge.hpp"
+#include "ctxscore/harness/phases.hpp"
 
 #include "ctxscore/bits.hpp"
 #include "ctxscore/contract.hpp"
@@ -90,7 +91,7 @@ void replay_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expe
   dummy.seed = splitmix(host.spec.seed);
   std::fill(dummy.seq_lens.begin(), dummy.seq_lens.end(), 1);
   std::fill(dummy.block_table.begin(), dummy.block_table.end(), 0);
-  HostCase recorded = materialize(dummy);
+  HostCase recorded = laid_out(dummy);
   const std::vector<float> before = host.out;
   try {
     const auto graph = b.capture(recorded, host.spec.max_seq_len);
@@ -106,8 +107,14 @@ void replay_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expe
 
 }  // namespace
 
+HostCase laid_out(const Case& c) {
+  const PhaseClock clock(Phase::setup);
+  return materialize(c);
+}
+
 void judge_scored(Verdict& v, const HostCase& host, const std::vector<float>& before, const Scored& s,
                   const ShardScores& expected) {
+  const PhaseClock clock(Phase::judge);
   v.shape = s.shape;
   const auto size_error = [&](const char* what, std::size_t got, std::size_t want) {
     v.error = std::string("returned ") + what + " of " + std::to_string(got) + " elements, expected " +
@@ -256,7 +263,7 @@ std::string replay_flags(const Backend& backend, const JudgeOptions& options) {
 }
 
 Verdict run_and_judge(Backend& backend, const Case& c, const JudgeOptions& options) {
-  HostCase host = materialize(c);
+  HostCase host = laid_out(c);
   Verdict v = judged(backend, host, options, nullptr);
   v.spec = c;
   if (!v.ok() && options.write_failure)

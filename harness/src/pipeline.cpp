@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "ctxscore/bits.hpp"
+#include "ctxscore/harness/judge.hpp"
+#include "ctxscore/harness/phases.hpp"
 
 namespace ctxscore::harness {
 
@@ -25,14 +27,14 @@ PipelineVerdict judge_pipeline(Backend& b, const Case& c, const std::vector<OutM
   Case whole = c.unsharded();
   whole.name = c.name + "_world1";
   try {
-    HostCase one = materialize(whole);
+    HostCase one = laid_out(whole);
     const ShardScores exact = oracle_scores(Oracle::reference, one);
     const std::vector<float> unsharded = written_scores(b.score(one, OutMode::given), one);
     std::vector<std::vector<float>> shards;
     for (std::int64_t r = 0; r < c.world; ++r) {
       Case cr = c;
       cr.rank = r;
-      HostCase host = materialize(cr);
+      HostCase host = laid_out(cr);
       shards.push_back(written_scores(b.score(host, out_modes[static_cast<std::size_t>(r)]), host));
       for (std::int64_t row = 0; row < T; ++row) {
         const std::int64_t scan = scan_slots(c.seq_lens[static_cast<std::size_t>(row / c.query_len)], G, L, r, c.world);
@@ -54,6 +56,7 @@ PipelineVerdict judge_pipeline(Backend& b, const Case& c, const std::vector<OutM
         }
       }
     }
+    const PhaseClock clock(Phase::judge);
     std::vector<float> reference(exact.exact.size(), std::numeric_limits<float>::quiet_NaN());
     for (std::size_t e = 0; e < reference.size(); ++e)
       if (!std::isnan(exact.exact[e])) reference[e] = stored_value(exact.exact[e]);
@@ -77,7 +80,7 @@ PipelineVerdict judge_pipeline(Backend& b, const Case& c, const std::vector<OutM
 }
 
 RowsDecided rows_decided(const Case& c, const SelectionParams& params) {
-  HostCase one = materialize(c.unsharded());
+  HostCase one = laid_out(c.unsharded());
   const ShardScores exact = oracle_scores(Oracle::reference, one);
   const SelectionLayout l{c.seq_lens, c.query_len, c.heads, c.global(), 1};
   RowsDecided d;

@@ -29,6 +29,7 @@
 #include <sstream>
 
 #include "ctxscore/harness/judge.hpp"
+#include "ctxscore/harness/phases.hpp"
 #include "ctxscore/harness/run_control.hpp"
 #include "ctxscore/safetensors.hpp"
 
@@ -696,6 +697,8 @@ class PortBackend : public Backend, public PortBackendApi {
   SafeTensors exchange(const SafeTensors& request, const std::string& want, std::uint64_t max_reply_bytes,
                        bool error_is_reply = false) {
     ensure_started();
+    const PhaseClock clock(Phase::transfer);
+    const auto sent = std::chrono::steady_clock::now();
     std::string reported;
     try {
       const Deadline deadline = Deadline::in(port_timeout_seconds());
@@ -709,6 +712,15 @@ class PortBackend : public Backend, public PortBackendApi {
       }
       const auto kind = reply.metadata.find("message");
       if (kind == reply.metadata.end()) fail("sent a reply without a \"message\" kind");
+      // The port's own time for the call, inside the wait charged to transfer
+      // (PROTOCOL.md); a port that overstates it moves no more than this wait.
+      if (const auto call = reply.metadata.find("call_seconds"); call != reply.metadata.end()) {
+        char* end = nullptr;
+        const double seconds = std::strtod(call->second.c_str(), &end);
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+        if (!call->second.empty() && *end == '\0' && std::isfinite(seconds) && seconds >= 0)
+          recharge(Phase::transfer, Phase::implementation, std::min(seconds, waited));
+      }
       if (kind->second == "error" && error_is_reply) {
         return reply;
       } else if (kind->second == "error") {

@@ -1,5 +1,6 @@
 #include "ctxscore/harness/report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -113,6 +114,38 @@ std::string Report::table() const {
   return o.str();
 }
 
+namespace {
+
+double harness_rest(const Suite& s) {
+  double rest = s.seconds;
+  for (const double v : s.phases) rest -= v;
+  return std::max(rest, 0.0);
+}
+
+nlohmann::ordered_json by_phase(const Suite& s) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (std::size_t k = 0; k < kPhases; ++k) j[phase_name(static_cast<Phase>(k))] = s.phases[k];
+  j["harness"] = harness_rest(s);
+  return j;
+}
+
+}  // namespace
+
+std::string Report::timings() const {
+  std::ostringstream o;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-17s %8s %8s %9s %14s %9s %8s %8s\n", "check", "seconds", "setup", "reference",
+                "implementation", "transfer", "judge", "harness");
+  o << line;
+  for (const Suite& s : suites) {
+    if (!s.not_run.empty()) continue;
+    std::snprintf(line, sizeof line, "%-17s %8.2f %8.2f %9.2f %14.2f %9.2f %8.2f %8.2f\n", s.name.c_str(), s.seconds,
+                  s.phases[0], s.phases[1], s.phases[2], s.phases[3], s.phases[4], harness_rest(s));
+    o << line;
+  }
+  return o.str();
+}
+
 nlohmann::ordered_json Report::json() const {
   nlohmann::ordered_json j = {{"ok", ok()}, {"interrupted_by", interrupted_by}, {"suites", nlohmann::ordered_json::array()},
                               {"not_available", absent}, {"required_not_available", required_absent}};
@@ -129,6 +162,7 @@ nlohmann::ordered_json Report::json() const {
                            {"calls", s.stats.cases + s.errors}, {"failures", s.stats.failures}, {"errors", s.errors},
                            {"worst_ratio", s.stats.worst_ratio}, {"written", s.stats.written},
                            {"out_modes", s.stats.out_modes}, {"shapes", s.stats.shapes}, {"seconds", s.seconds},
+                           {"seconds_by_phase", by_phase(s)},
                            {"stopped", s.stopped}, {"status", s.status()}, {"ok", s.ok()}, {"not_run", s.not_run},
                            {"min_cases", s.min_cases}, {"seed", s.seed}, {"coverage", s.coverage},
                            {"same_mismatch_as", s.same_mismatch_as},

@@ -19,10 +19,10 @@ max_query_len) -> (chunk_count, chunk, grid_x, grid_y) for the harness to
 fuzz the port's launch geometry.
 """
 import argparse
-import sys
-import traceback
-
 import struct
+import sys
+import time
+import traceback
 
 import numpy as np
 
@@ -248,11 +248,16 @@ class Worker:
 
     def score(self, t, m):
         call = Call(self.buffers, t, m)
+        started = time.perf_counter()
         try:
             got = call.run(self.fn)
+            self.buffers.synchronize()
         except Exception as e:
             raise Refused(e, call.storages()) from e
-        return self.reply_scores(call, got)
+        seconds = time.perf_counter() - started
+        tensors, meta = self.reply_scores(call, got)
+        meta["call_seconds"] = f"{seconds:.9f}"
+        return tensors, meta
 
     def capture(self, t, m):
         if not self.can_capture():
@@ -317,7 +322,6 @@ class Worker:
         rotating over input sets that together exceed the L2 cache, replayed,
         events around each replay; elsewhere the wall clock around each call."""
         import statistics
-        import time
 
         calls = int(m["calls"])
         if calls < 1:

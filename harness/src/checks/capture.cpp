@@ -57,7 +57,7 @@ Verdict raised(const Case& c, const std::string& what, const std::exception& e) 
 
 std::string capture_absence(Backend& b) {
   const Case probe = CaseBuilder("capture_probe").lens({1}).build();
-  HostCase host = materialize(probe);
+  HostCase host = laid_out(probe);
   try {
     if (b.capture(host, 128)) return "";
   } catch (const std::exception& e) {
@@ -71,7 +71,7 @@ Verdict judge_replay(CapturedScore& g, Case real, std::int64_t bound, Scored* re
   v.spec = real;
   v.backend = "replay";
   v.oracle = oracle_name(Oracle::reference);
-  HostCase host = materialize(real);
+  HostCase host = laid_out(real);
   const std::vector<float> before = host.out;
   Scored s;
   try {
@@ -81,7 +81,7 @@ Verdict judge_replay(CapturedScore& g, Case real, std::int64_t bound, Scored* re
     return v;
   }
   real.max_seq_len = bound;
-  HostCase judged = materialize(real);
+  HostCase judged = laid_out(real);
   judge_scored(v, judged, before, s, oracle_scores(Oracle::reference, judged));
   if (replayed) *replayed = std::move(s);
   return v;
@@ -113,7 +113,7 @@ Suite check_capture(Backend& b, const CheckOptions& o) {
     })(rc::Random(seed), size);
   };
   steps.judge = [&b, flags](const CaptureDraw& d) -> Trial {
-    HostCase host = materialize(d.dummy);
+    HostCase host = laid_out(d.dummy);
     std::unique_ptr<CapturedScore> g;
     try {
       g = b.capture(host, d.dummy.max_seq_len);
@@ -132,7 +132,7 @@ Suite check_capture(Backend& b, const CheckOptions& o) {
       if (k > 0) continue;
       first = v;
       // The first replay against a plain call of the same batch, bitwise.
-      HostCase plain = materialize(d.reals[k]);
+      HostCase plain = laid_out(d.reals[k]);
       std::vector<float> b_out;
       try {
         b_out = b.score(plain, OutMode::given).out;

@@ -111,6 +111,7 @@ Report run_gate(Backend& b, const GatePlan& plan) {
     if (entry.share_of_cases > 0 && name != "fuzz")
       o.campaign.cases = std::max<std::int64_t>(1, plan.drawn.campaign.cases * entry.share_of_cases / 20);
     Suite s;
+    const PhaseSeconds before = phase_seconds();
     const auto failed = std::find_if(report.suites.begin(), report.suites.end(), [](const Suite& x) { return !x.ok(); });
     if (stop_signal()) {
       s = suite_for(name, b, oracle_name(b.oracle()));
@@ -158,6 +159,7 @@ Report run_gate(Backend& b, const GatePlan& plan) {
         s = check_large_offsets(b, {}, o.campaign.budget);
       }
     }
+    s.phases = phase_difference(phase_seconds(), before);
     s.required = std::find(plan.required.begin(), plan.required.end(), name) != plan.required.end();
     // A check whose claim is about bits or selections (not the scores
     // themselves) that failed only on scores off the oracle met the root

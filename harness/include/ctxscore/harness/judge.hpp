@@ -34,6 +34,9 @@ struct JudgeOptions {
   bool refusals = false;
 };
 
+// materialize(c), its time charged to the setup phase (phases.hpp).
+HostCase laid_out(const Case& c);
+
 // A fixture a failure was written to (or read from) and the line that judges
 // it again; or why none was written. Reports print str() and give the parts
 // as data (the JSON report's `fixture`, `replay`, `replay_reproduces`).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ctxscore/harness/judge.hpp"
+#include "ctxscore/harness/phases.hpp"
 
 namespace ctxscore::harness {
 
@@ -29,6 +30,9 @@ struct Suite {
   std::vector<Row> rows;
   std::int64_t errors = 0;  // inputs that could not be judged (malformed fixtures)
   double seconds = 0;
+  // Where those seconds went (phases.hpp), where the runner measured it;
+  // the rest is the harness's own drawing, shrinking and bookkeeping.
+  PhaseSeconds phases{};
   std::string stopped;      // why the suite ended before its last case (budget, signal, first failure); empty when it ran whole
   // The floor: a suite that judged fewer cases fails ("judged nothing" is
   // never a pass). 0 for suites that take every case they are given.
@@ -63,6 +67,8 @@ struct Report {
   int interrupted_by = 0;           // the stop signal that ended the run early, 0 when none
   bool ok() const;
   std::string table() const;
+  // Per suite, its seconds by phase and the harness's own rest (--timings).
+  std::string timings() const;
   nlohmann::ordered_json json() const;
 };
 
