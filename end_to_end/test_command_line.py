@@ -352,3 +352,24 @@ def test_timings_say_where_each_checks_seconds_went(run, port_command):
     assert rows[0].split() == ["check", "seconds", "setup", "reference", "implementation", "transfer", "judge",
                                "harness"], rows
     assert rows[1].split()[0] == "fuzz" and len(rows[1].split()) == 8, rows
+
+
+@pytest.mark.parametrize("function, fail_fast", [("scores", False), ("cutoff_slack_one", True),
+                                                 ("sum_order_per_call", True)])
+def test_checks_side_by_side_report_what_one_lane_reports(run, port_command, function, fail_fast):
+    """--jobs N runs the checks over N port processes: the report (checks in order, verdicts, cases, seeds,
+    which check a fail-fast gate stopped at) is the one-lane report, whichever lane finished first."""
+    port = port_command(f"ctxscore.ports.numpy_port:{function}")
+    reports = {}
+    for jobs in ("1", "3"):
+        done = run("gate", "--port", port, "--seed", "5", "--jobs", jobs, "--json", *(["--fail-fast"] if fail_fast else []))
+        assert done.returncode == (1 if function != "scores" else 0), done.stdout + done.stderr
+        reports[jobs] = [(s["suite"], s["status"], s["calls"], s["failures"], s["seed"], s["not_run"],
+                          s["same_mismatch_as"]) for s in json.loads(done.stdout)["suites"]]
+    assert reports["1"] == reports["3"], reports
+    if fail_fast:
+        statuses = [status for _, status, *_ in reports["1"]]
+        assert statuses.count("FAILED") == 1, reports["1"]
+        after = statuses[statuses.index("FAILED") + 1:]
+        assert after and all(not_run.startswith("the gate stopped at the first failing check")
+                             for *_, not_run, _ in reports["1"][len(statuses) - len(after):]), reports["1"]

@@ -21,6 +21,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "ctxscore/fixture.hpp"
 #include "ctxscore/harness/checks.hpp"
@@ -467,6 +468,11 @@ int main(int argc, char** argv) {
   gate_cmd->add_flag("--list", list_checks, "list the checks and what each catches, then exit");
   bool fail_fast = false;
   gate_cmd->add_flag("--fail-fast", fail_fast, "stop at the first failing check: the checks after it report \"not run\"");
+  std::int64_t jobs = 0;
+  gate_cmd->add_option("--jobs", jobs, "checks run side by side, each of N instances of the backend (a port: N processes) "
+                                       "taking the next, reported in order; default 2 for a backend on the host (a port on "
+                                       "`cpu`, the reference) where the machine has 2 cores or more, else 1")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{64}));
 
   VerifyPlan plan;
   auto* verify_cmd = app.add_subcommand("verify", "Every backend present over the corpus (every out mode) plus a fuzz budget; a summary table");
@@ -667,6 +673,9 @@ int main(int argc, char** argv) {
         gp.drawn.campaign.budget = nullptr;  // the gate shares the budget among its checks
         gp.time_budget = time_budget;
         gp.fail_fast = fail_fast;
+        gp.lanes = static_cast<std::size_t>(
+            jobs > 0 ? jobs : b->case_size() == "small" && std::thread::hardware_concurrency() >= 2 ? 2 : 1);
+        gp.another = [&] { return harness::make_backend(backend, port); };
         gp.geometry_points = geometry_points;
         gp.corpus = fixture_files(gate_corpus.empty() ? std::vector<std::string>{default_corpus()} : gate_corpus);
         report = harness::run_gate(*b, gp);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "ctxscore/contents.hpp"
+#include "ctxscore/harness/campaign.hpp"
 
 namespace ctxscore::harness {
 
@@ -62,6 +63,7 @@ CompileKey compile_key(const Case& c) {
 CaseSource::CaseSource(const gen::CaseLimits& lim, std::uint64_t run_seed, std::int64_t max_keys) : lim_(lim) {
   if (max_keys <= 0) return;
   lim_.forced_geometry = false;  // a key fixes CHUNK; forced chunkings would add keys
+  const auto lock = generating();
   for (std::int64_t j = 0; j < max_keys; ++j) {
     const Case proto = gen::genCase(lim_)(rc::Random(mix(run_seed ^ mix(0xC0DEull + static_cast<std::uint64_t>(j)))), 100).value();
     const CompileKey key = compile_key(proto);

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <mutex>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -95,6 +96,12 @@ std::vector<pid_t> children_of(pid_t parent) {
 std::set<pid_t>& live_ports() {
   static std::set<pid_t> pids;
   return pids;
+}
+// Held from a port's fork until it is listed live, and through a sweep:
+// checks run side by side must not sweep up a port that another just started.
+std::mutex& live_ports_mutex() {
+  static std::mutex m;
+  return m;
 }
 
 // The harness is the subreaper of what it starts: a port's descendants
@@ -299,6 +306,7 @@ class Child {
     // child: the port and all it starts end with the harness, however the
     // harness ends. The keeper's status is the port's.
     int rc = 0;
+    std::unique_lock<std::mutex> listing(live_ports_mutex());
     pid_ = fork();
     if (pid_ == 0) keeper::run(parent, life[0], in[0], out[1], err, argv);
     if (pid_ < 0) rc = errno;
@@ -314,6 +322,8 @@ class Child {
     // until the deadline, never in a write() or read() that poll let through.
     fcntl(to_, F_SETFL, fcntl(to_, F_GETFL) | O_NONBLOCK);
     fcntl(from_, F_SETFL, fcntl(from_, F_GETFL) | O_NONBLOCK);
+    if (rc == 0) live_ports().insert(pid_);
+    listing.unlock();
     if (rc != 0) {
       pid_ = -1;
       close(to_);
@@ -322,7 +332,6 @@ class Child {
       close(err_read_);
       throw BackendError("port: cannot start `" + command + "`: " + std::strerror(rc));
     }
-    live_ports().insert(pid_);
   }
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
@@ -342,6 +351,7 @@ class Child {
         int status = 0;
         waitpid(pid_, &status, 0);
       }
+      const std::lock_guard<std::mutex> listing(live_ports_mutex());
       live_ports().erase(pid_);
       end_orphans();
     }

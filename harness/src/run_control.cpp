@@ -47,9 +47,12 @@ std::optional<double> positive_seconds(const std::string& text) {
   return v;
 }
 
-TimeBudget::TimeBudget(double seconds) : seconds_(seconds), start_(std::chrono::steady_clock::now()) {}
+TimeBudget::TimeBudget(double seconds, const std::atomic<bool>* abandoned)
+    : seconds_(seconds), start_(std::chrono::steady_clock::now()), abandoned_(abandoned) {}
 
-bool TimeBudget::spent() const { return seconds_ > 0 && seconds_since(start_) >= seconds_; }
+bool TimeBudget::spent() const {
+  return (abandoned_ && abandoned_->load()) || (seconds_ > 0 && seconds_since(start_) >= seconds_);
+}
 
 Progress::Progress(double period)
     : period_(period), terminal_(isatty(fileno(stderr)) != 0), last_(std::chrono::steady_clock::now()) {}

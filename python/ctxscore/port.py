@@ -32,6 +32,7 @@ from .tensors import Buffers, to_numpy, torch_available
 
 
 MAX_REQUEST_BYTES = 1 << 38  # far past any case's buffers, far below what eight bytes of text announce
+ASK_MEMORY_ABOVE_BYTES = 1 << 26
 
 
 def available_memory():
@@ -68,7 +69,8 @@ def read_frame(stream, limit=MAX_REQUEST_BYTES, tensors=None):
     if n > limit:
         raise EOFError(f"a message of {n} bytes announced, more than the {limit} one may have "
                        "(is stdin the port protocol?)")
-    available = available_memory()
+    # /proc/meminfo costs more than a small frame's whole exchange: asked only of large ones.
+    available = available_memory() if n > ASK_MEMORY_ABOVE_BYTES else None
     if available is not None and n > available:
         raise MemoryError(f"a message of {n} bytes announced, more than the {available} bytes of memory this machine "
                           "has available (MemAvailable + SwapFree)")
@@ -418,7 +420,8 @@ class Worker:
                 tensors = {}
                 if isinstance(e, Refused):  # the storages show whether it wrote before it raised
                     tensors, e = e.storages, e.raised
-                tail = "".join(traceback.format_exception(e)).strip().splitlines()[-3:]
+                # The innermost frame alone: a refusal's whole traceback costs more than the call.
+                tail = "".join(traceback.format_exception(e, limit=-1)).strip().splitlines()[-3:]
                 meta = {"message": "error", "reason": f"{type(e).__name__}: {e} ({' / '.join(tail)})"}
             write_frame(stdout, safetensors.encode(tensors, meta))
 

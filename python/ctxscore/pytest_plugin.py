@@ -161,7 +161,7 @@ def _run_reporting_progress(cmd, env):
 
 def gate(function, *, checks=None, require=None, cases=None, device="cpu", tensors=None, geometry=None, case_size=None,
          corpus=None, seed=None, min_cases=None, max_failures=1, timeout=60, compile_keys=None, time_budget=None,
-         failures=None, ctxscore=None, fail_fast=False, junit=None, shard=None):
+         failures=None, ctxscore=None, fail_fast=False, junit=None, shard=None, jobs=None):
     """Runs every check of the harness (or `checks`) against `function`
     ("module:function", upstream's signature) and fails the calling test
     naming each check that failed. Returns the report (a dict) on a pass.
@@ -184,6 +184,9 @@ def gate(function, *, checks=None, require=None, cases=None, device="cpu", tenso
     junit: also write a JUnit XML report (a testcase per check) to this path.
     shard: "K/N", this job's share of one campaign over N jobs; needs seed=,
     so that the N jobs draw from one seed.
+    jobs: checks run side by side, each port process of `jobs` taking the
+    next (default 2 on the CPU where the machine has 2 cores, else 1); the
+    report is the same, in the same order.
     A line per check is shown as the gate runs.
     A check that could not run here (capture on a CPU port, say) passes
     with a warning that names it and says why.
@@ -212,6 +215,7 @@ def gate(function, *, checks=None, require=None, cases=None, device="cpu", tenso
     cmd += ["--fail-fast"] if fail_fast else []
     cmd += ["--junit", os.path.abspath(junit)] if junit else []
     cmd += ["--shard", shard] if shard else []
+    cmd += ["--jobs", str(jobs)] if jobs is not None else []
     for name in checks or ():
         cmd += ["--check", name]
     for name in require or ():

@@ -153,23 +153,30 @@ ShardScores score_shard(const ScoreArgs& args) {
   s.page.assign(static_cast<std::size_t>(B * L), -1);
   if (!std::isfinite(s.scale)) s.out_of_contract = "SCALE = fp32(sm_scale * log2e) is not finite";
 
-  // Queries as fp64, per request transposed: column (i, d) holds dim d of
-  // request i's tile rows n = t·H + h, padded with zero rows to NR.
+  // Queries as fp64, per request transposed: column (c, d) holds dim d of
+  // the tile rows n = t·H + h of the request given column c, padded with
+  // zero rows to NR. Only requests that scan something here get a column:
+  // a batch of 70000 mostly empty requests would otherwise zero a gigabyte.
   const std::int64_t NR = padded_rows(R);
-  ColumnMatrix qt = ColumnMatrix::Zero(NR, B * kHeadDim);
+  std::vector<std::int64_t> column(static_cast<std::size_t>(B), -1);
+  std::int64_t columns = 0;
+  for (std::int64_t i = 0; i < B; ++i)
+    if (scan_slots(in.lens.at(i), g.global, L, args.rank, args.world) > 0) column[static_cast<std::size_t>(i)] = columns++;
+  ColumnMatrix qt = ColumnMatrix::Zero(NR, columns * kHeadDim);
   double q_min = std::numeric_limits<double>::infinity();
   for (std::int64_t row = 0; row < T; ++row)
     for (std::int64_t h = 0; h < H; ++h) {
       const bf16* src = in.q.row(row, h);
       // A request that scans nothing here reads no query row: its rows may hold anything.
-      if (scan_slots(in.lens.at(row / QL), g.global, L, args.rank, args.world) == 0) continue;
+      const std::int64_t c = column[static_cast<std::size_t>(row / QL)];
+      if (c < 0) continue;
       if (!finite_min(src, kHeadDim, q_min) && !s.out_of_contract) {
         std::ostringstream m;
         m << "idx_q holds a non-finite value at token " << row << " head " << h;
         s.out_of_contract = m.str();
       }
-      const std::int64_t i = row / QL, n = (row % QL) * H + h;
-      for (std::int64_t d = 0; d < kHeadDim; ++d) qt(n, i * kHeadDim + d) = static_cast<float>(src[d]);
+      const std::int64_t n = (row % QL) * H + h;
+      for (std::int64_t d = 0; d < kHeadDim; ++d) qt(n, c * kHeadDim + d) = static_cast<float>(src[d]);
     }
   const ColumnMatrix qt_abs = qt.cwiseAbs();
 
@@ -200,7 +207,8 @@ ShardScores score_shard(const ScoreArgs& args) {
       const std::int64_t reach = request_prefix(b, len);
       const PageScan page = widen_page(in.cache.page(p), k.data(), reach);
       s.page[static_cast<std::size_t>(i * L + j)] = p;
-      request_products(qt.col(i * kHeadDim).data(), qt_abs.col(i * kHeadDim).data(), NR, k.data(), dots.data(),
+      const std::int64_t c = column[static_cast<std::size_t>(i)];
+      request_products(qt.col(c * kHeadDim).data(), qt_abs.col(c * kHeadDim).data(), NR, k.data(), dots.data(),
                        mags.data());
       // Row n sees the first prefix[n] positions of the block.
       for (std::int64_t n = 0; n < R; ++n) {

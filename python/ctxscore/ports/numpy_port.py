@@ -55,6 +55,7 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
     scale = np.float64(np.float32(sm_scale * LOG2E_LITERAL))
     if rank_sum_order is not None and rank > 0:
         sum_order = rank_sum_order
+    q64 = idx_q.astype(np.float64)  # widened once: exact, as every row's would be
     for i in range(len(seq_lens)):
         # A wrapped id reads another request's length and row (negative ones from the batch's end).
         source = i if id_bits is None else (i + (1 << (id_bits - 1))) % (1 << id_bits) - (1 << (id_bits - 1))
@@ -75,15 +76,15 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
                 if mask_by_arithmetic and mask_bias:  # every position scored, −inf added past the prefix
                     with np.errstate(invalid="ignore", over="ignore"):
                         bias = np.where(np.arange(128) < n, 0.0, -np.inf)
-                        target[:, row, j] = (scale * (idx_q[row].astype(np.float64) @ page.T) + bias).max(axis=1)
+                        target[:, row, j] = (scale * (q64[row] @ page.T) + bias).max(axis=1)
                     continue
                 if max_start is not None:  # the running max starts at max_start, not −inf
-                    dots = idx_q[row].astype(np.float64) @ page[:n].T
+                    dots = q64[row] @ page[:n].T
                     target[:, row, j] = np.maximum((scale * dots).max(axis=1, initial=max_start), max_start)
                     continue
                 if n == 0 and mask_by_arithmetic:
                     zero_page = index_cache[0].astype(np.float64)
-                    target[:, row, j] = ((idx_q[row].astype(np.float64) @ zero_page.T).max(axis=1) * 0.0 - np.inf).astype(np.float32)
+                    target[:, row, j] = ((q64[row] @ zero_page.T).max(axis=1) * 0.0 - np.inf).astype(np.float32)
                     continue
                 if n == 0:
                     target[:, row, j] = -np.inf
@@ -93,7 +94,7 @@ def _scores(idx_q, index_cache, block_table, seq_lens, max_seq_len, rank, world_
                     sums = np.cumsum(products, axis=2, dtype=np.float32)[:, :, -1]
                     target[:, row, j] = (np.float32(scale) * sums).max(axis=1)
                     continue
-                dots = idx_q[row].astype(np.float64) @ page[:n].T  # [H, n]
+                dots = q64[row] @ page[:n].T  # [H, n]
                 target[:, row, j] = (scale * dots).max(axis=1).astype(np.float32)
     return out if fits else target
 

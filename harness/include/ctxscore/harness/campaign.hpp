@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,6 +90,10 @@ struct CampaignSteps {
 
 // The suite a check of `b` reports into.
 Suite suite_for(const std::string& check, Backend& b, const std::string& oracle);
+// RapidCheck keeps the context its generators run in (operator*) in
+// process-wide statics: checks run side by side draw, evaluate and shrink
+// their values under this lock, one at a time, and judge them outside it.
+std::unique_lock<std::recursive_mutex> generating();
 // Why a loop stops before its next case: a stop signal or the spent budget; empty to go on.
 std::string stop_reason(const TimeBudget* budget, std::int64_t judged);
 // What a run's strata held: per floor, the cases drawn into its class, those
@@ -136,7 +141,10 @@ Trial shrink(const CampaignSteps<T>& steps, rc::Shrinkable<T> failing, Trial fou
     // would spend the calls on one table entry at a time.
     bool domain_shrank = false;
     if (steps.smaller) {
-      T value = failing.value();
+      T value = [&] {
+        const auto lock = generating();
+        return failing.value();
+      }();
       for (bool smaller = true; smaller && !spent();) {
         smaller = false;
         for (const T& candidate : steps.smaller(value)) {
@@ -150,10 +158,15 @@ Trial shrink(const CampaignSteps<T>& steps, rc::Shrinkable<T> failing, Trial fou
     }
     for (bool smaller = !domain_shrank; smaller && !spent();) {
       smaller = false;
+      auto lock = generating();
       rc::Seq<rc::Shrinkable<T>> candidates = failing.shrinks();
       while (rc::Maybe<rc::Shrinkable<T>> next = candidates.next()) {
         if (spent()) break;
-        if (!fails(next->value(), found)) continue;
+        const T value = next->value();
+        lock.unlock();
+        const bool still_fails = fails(value, found);
+        lock.lock();
+        if (!still_fails) continue;
         failing = *next;
         smaller = true;
         break;
@@ -185,13 +198,19 @@ Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>&
     const std::uint64_t seed = case_seed(plan.seed, steps.check, k);
     const Floor* stratum = steps.draw_in ? stratum_of(plan.floors, k) : nullptr;
     std::optional<rc::Shrinkable<T>> in_class;
-    if (stratum) in_class = steps.draw_in(seed, case_size(k), stratum->claim);
-    const rc::Shrinkable<T> drawn = in_class ? *in_class : steps.draw(seed, case_size(k));
+    std::optional<rc::Shrinkable<T>> drawn;
+    std::optional<T> value;
+    {
+      const auto lock = generating();
+      if (stratum) in_class = steps.draw_in(seed, case_size(k), stratum->claim);
+      drawn = in_class ? *in_class : steps.draw(seed, case_size(k));
+      value = drawn->value();
+    }
     const std::int64_t held_before = stratum ? gen::class_counts()[stratum->claim] : 0;
-    if (steps.classify) steps.classify(drawn.value());
+    if (steps.classify) steps.classify(*value);
     Trial t;
     try {
-      t = steps.judge(drawn.value());
+      t = steps.judge(*value);
     } catch (const Interrupted&) {
       continue;  // not judged; the next round names the signal
     }
@@ -201,7 +220,7 @@ Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>&
     }
     FailureFile fixture;
     if (!t.verdict.ok()) {
-      if (!hung(t.verdict)) t = detail::shrink(steps, drawn, t, plan);
+      if (!hung(t.verdict)) t = detail::shrink(steps, *drawn, t, plan);
       fixture = record_failure(s, t, seed, b, steps.one_call_shows_it);
       if (plan.print) print_failure(s, k, seed, t, fixture.str(), redraw_line(plan, steps.check, k));
     }

@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -113,6 +115,11 @@ struct GatePlan {
   std::int64_t geometry_points = 1000;
   double time_budget = 0;              // seconds; 0: none
   bool fail_fast = false;              // the checks after the first that fails do not run
+  // Checks run side by side, one lane per instance of the backend: the
+  // first lane takes run_gate's, each further lane one `another` makes
+  // (when it takes its first check). Without `another`, one lane.
+  std::size_t lanes = 1;
+  std::function<std::unique_ptr<Backend>()> another;
 };
 Report run_gate(Backend& b, const GatePlan& plan);
 

@@ -373,9 +373,9 @@ inline rc::Gen<std::pair<Case, harness::Rebatching>> genRebatchedCase(const Case
 
 // How many cases of the current property touched each edge class; the
 // property runner, which counts the cases, prints and clears it after each
-// property.
+// property. A thread's own: the gate runs checks side by side.
 inline std::map<std::string, std::int64_t>& class_counts() {
-  static std::map<std::string, std::int64_t> counts;
+  thread_local std::map<std::string, std::int64_t> counts;
   return counts;
 }
 

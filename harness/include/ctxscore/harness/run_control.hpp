@@ -3,6 +3,7 @@
 // check between cases, and a blocking wait on a port gives up at once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -28,16 +29,19 @@ void throw_if_stopped();
 // value): nullopt for anything else, NaN and infinity included.
 std::optional<double> positive_seconds(const std::string& text);
 
-// A wall-clock budget: unlimited when constructed with seconds <= 0.
+// A wall-clock budget: unlimited when constructed with seconds <= 0. Spent
+// at once when `abandoned` turns true (a gate that stops at its first
+// failing check ends the checks running beside it).
 class TimeBudget {
  public:
-  explicit TimeBudget(double seconds = 0);
+  explicit TimeBudget(double seconds = 0, const std::atomic<bool>* abandoned = nullptr);
   bool spent() const;
   double seconds() const { return seconds_; }
 
  private:
   double seconds_;
   std::chrono::steady_clock::time_point start_;
+  const std::atomic<bool>* abandoned_;
 };
 
 // A progress line on stderr about every `period` seconds when stderr is not a
