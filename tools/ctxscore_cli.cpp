@@ -523,6 +523,15 @@ int main(int argc, char** argv) {
       ->check(kGatePercent);
   bench_cmd->add_flag("--json", as_json, "print JSON");
 
+  std::vector<std::string> merge_files;
+  auto* merge_cmd = app.add_subcommand(
+      "merge", "The JSON reports (--json) of one campaign's shards as one report: every case, every failure with its "
+               "fixture; refuses shards of another seed, check, version, backend, setting or toolchain, and a set with a "
+               "shard missing or given twice");
+  merge_cmd->add_option("reports", merge_files, "the shards' JSON reports, one file each")->required();
+  merge_cmd->add_flag("--json", as_json, "print the merged report as JSON");
+  junit_options.push_back(merge_cmd->add_option("--junit", junit, "also write the merged JUnit XML report here"));
+
   // CLI11 says only "A subcommand is required" of a word it does not know.
   if (argc > 1 && argv[1][0] != '-') {
     std::string known;
@@ -619,7 +628,17 @@ int main(int argc, char** argv) {
     harness::install_stop_signals();
     const harness::TimeBudget budget(time_budget);
     Report report;
-    if (*check_cmd) {
+    if (*merge_cmd) {
+      std::vector<std::pair<std::string, nlohmann::json>> shards;
+      for (const std::string& file : merge_files) {
+        std::ifstream in(file, std::ios::binary);
+        if (!in) throw std::invalid_argument(harness::printable(file) + ": cannot be read; expected a shard's JSON report");
+        nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+        if (j.is_discarded()) throw std::invalid_argument(harness::printable(file) + ": not JSON; expected a shard's JSON report (--json)");
+        shards.emplace_back(file, std::move(j));
+      }
+      report = harness::merge_shards(shards);
+    } else if (*check_cmd) {
       if (check_mode == "mixed") throw CLI::ValidationError("--out-mode", "mixed is for fuzz; fixtures take given, absent, too_small or all");
       if (check_mode != "all") harness::out_mode_named(check_mode);
       if (capture && check_mode != "given")
@@ -680,12 +699,29 @@ int main(int argc, char** argv) {
         gp.corpus = fixture_files(gate_corpus.empty() ? std::vector<std::string>{default_corpus()} : gate_corpus);
         report = harness::run_gate(*b, gp);
       }
+      // What the run was: `merge` holds the shards of one campaign to it.
+      report.run = {{"version", CTXSCORE_VERSION},
+                    {"command", *gate_cmd ? "gate" : "fuzz"},
+                    {"seed", std::to_string(drawn.campaign.seed)},
+                    {"shard", std::to_string(drawn.campaign.shard_index + 1) + "/" + std::to_string(drawn.campaign.shard_count)},
+                    {"checks", *gate_cmd ? (gate_checks.empty() ? harness::check_names() : gate_checks) : std::vector<std::string>{"fuzz"}},
+                    {"required", gate_required},
+                    {"backend", b->replay_flags()},
+                    {"case_size", drawn.size},
+                    {"cases", drawn.campaign.cases},
+                    {"compile_keys", drawn.compile_keys},
+                    {"out_mode", mode},
+                    {"repeat", drawn.repeat},
+                    {"min_cases", min_cases},
+                    {"max_failures", drawn.campaign.max_failures},
+                    {"only_case", drawn.campaign.only_case},
+                    {"time_budget", time_budget}};
     } else if (*verify_cmd) {
       if (const char* v = std::getenv("CTXSCORE_REQUIRE_GPU"); v && *v && std::string(v) != "0") plan.required.push_back("hip");
       verify_command(plan, report, !as_json, budget);
     }
     report.interrupted_by = harness::stop_signal();
-    if (!junit.empty()) harness::write_junit(report, junit, gate_cmd->parsed());
+    if (!junit.empty()) harness::write_junit(report, junit, gate_cmd->parsed() || merge_cmd->parsed());
     if (as_json) std::cout << report.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else std::cout << report.table() << (timings ? "\nwhere the time went (seconds):\n" + report.timings() : "");
     std::cout.flush();

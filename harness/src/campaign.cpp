@@ -16,11 +16,6 @@ std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer
 
 }  // namespace
 
-std::unique_lock<std::recursive_mutex> generating() {
-  static std::recursive_mutex m;
-  return std::unique_lock<std::recursive_mutex>(m);
-}
-
 std::uint64_t case_seed(std::uint64_t run_seed, const std::string& check, std::int64_t k) {
   std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the check's name
   for (const unsigned char ch : check) h = (h ^ ch) * 0x100000001b3ull;

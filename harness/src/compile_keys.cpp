@@ -60,6 +60,11 @@ CompileKey compile_key(const Case& c) {
   return k;
 }
 
+std::unique_lock<std::recursive_mutex> generating() {
+  static std::recursive_mutex m;
+  return std::unique_lock<std::recursive_mutex>(m);
+}
+
 CaseSource::CaseSource(const gen::CaseLimits& lim, std::uint64_t run_seed, std::int64_t max_keys) : lim_(lim) {
   if (max_keys <= 0) return;
   lim_.forced_geometry = false;  // a key fixes CHUNK; forced chunkings would add keys

@@ -157,17 +157,20 @@ nlohmann::ordered_json Report::json() const {
       if (!r.ok)
         failing.push_back({{"name", r.name}, {"message", r.message}, {"where", r.where.str()}, {"fixture", r.where.path},
                            {"replay", r.where.replay}, {"replay_reproduces", !r.where.path.empty() && !r.where.one_call},
-                           {"case", r.spec}});
+                           {"not_written", r.where.not_written}, {"case", r.spec}, {"error", r.error},
+                           {"off_the_oracle", r.off_the_oracle}});
     j["suites"].push_back({{"suite", s.name}, {"backend", s.backend}, {"oracle", s.oracle}, {"toolchain", s.toolchain},
                            {"calls", s.stats.cases + s.errors}, {"failures", s.stats.failures}, {"errors", s.errors},
                            {"worst_ratio", s.stats.worst_ratio}, {"written", s.stats.written},
                            {"out_modes", s.stats.out_modes}, {"shapes", s.stats.shapes}, {"seconds", s.seconds},
                            {"seconds_by_phase", by_phase(s)},
                            {"stopped", s.stopped}, {"status", s.status()}, {"ok", s.ok()}, {"not_run", s.not_run},
+                           {"required", s.required},
                            {"min_cases", s.min_cases}, {"seed", s.seed}, {"coverage", s.coverage},
                            {"same_mismatch_as", s.same_mismatch_as},
                            {"summary", s.summary()}, {"failing", failing}, {"judged", judged}});
   }
+  if (!run.empty()) j["run"] = run;
   return j;
 }
 

@@ -65,6 +65,9 @@ struct Report {
   std::vector<std::string> absent;  // backends that could not run, with why
   std::vector<std::string> required_absent;  // backends that had to run and could not: a failure
   int interrupted_by = 0;           // the stop signal that ended the run early, 0 when none
+  // What the run was (version, command, seed, shard, checks, backend and the
+  // drawing's settings): what `merge` holds shards of one campaign to.
+  nlohmann::ordered_json run = nlohmann::ordered_json::object();
   bool ok() const;
   std::string table() const;
   // Per suite, its seconds by phase and the harness's own rest (--timings).
@@ -91,5 +94,17 @@ void write_junit(const Report& r, const std::string& path, bool per_check = fals
 // that did not start, a device that could not be opened, a signal during
 // start-up): one error testcase, so that a CI reading the file sees it.
 void write_junit_error(const std::string& testcase, const std::string& message, const std::string& path);
+
+// A report read back from its JSON (Report::json's); `source` names it in
+// errors. Throws std::invalid_argument naming the field that is missing or
+// not what it should be.
+Report report_from_json(const nlohmann::json& j, const std::string& source);
+
+// The shard reports of one campaign (each a file name and its JSON) as one
+// report: every case of every shard, its failures with their fixtures. Throws
+// std::invalid_argument naming the difference when the shards are not one
+// campaign's whole set: another seed, version, command, backend, setting,
+// check or toolchain; a shard missing or given twice.
+Report merge_shards(const std::vector<std::pair<std::string, nlohmann::json>>& shards);
 
 }  // namespace ctxscore::harness
