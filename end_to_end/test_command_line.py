@@ -329,7 +329,7 @@ def test_the_guide_prints_the_readme_and_where_the_documents_are(run):
     assert done.returncode == 0 and done.stdout.startswith("# ctxscore"), done.stderr
     listed = [line.strip() for line in done.stdout.split("Installed beside this binary:")[1].splitlines() if line.strip()]
     assert [os.path.basename(f) for f in listed] == ["README.md", "CONTRACT.md", "FORMAT.md", "PROTOCOL.md", "native_port.h",
-                                                     "corpus"]
+                                                     "corpus", "recipes"]
     assert all(os.path.exists(f) for f in listed), listed
 
 

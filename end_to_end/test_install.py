@@ -63,11 +63,14 @@ def test_install_then_gate_from_an_unrelated_directory(build_dir, tmp_path):
         assert version.stdout.splitlines()[0] == f"ctxscore {package_version}", version.stdout
         corpus = version.stdout.splitlines()[1].removeprefix("corpus: ")
         assert os.path.isdir(corpus) and corpus.startswith(str(tmp_path)), version.stdout
-        # The kernel author's guide and the native port's header come with the install.
+        # The kernel author's guide, the native port's header and the campaign recipes come with the install.
         guide = run(cli, "guide")
         assert guide.returncode == 0 and guide.stdout.startswith("# ctxscore"), guide.stderr
         installed = [line.strip() for line in guide.stdout.split("Installed beside this binary:")[1].splitlines() if line.strip()]
-        assert len(installed) == 6 and all(os.path.exists(f) and f.startswith(str(tmp_path)) for f in installed), installed
+        assert len(installed) == 7 and all(os.path.exists(f) and f.startswith(str(tmp_path)) for f in installed), installed
+        recipes = sorted(os.listdir(installed[-1]))
+        assert recipes == ["github_actions_matrix.yml", "one_host_per_gpu.sh", "pytest_xdist", "slurm_merge.sbatch",
+                           "slurm_shard.sbatch"], recipes
     assert run(str(prefix / "bin" / "ctxscore"), "fixtures", "check").returncode == 0
     assert run(sys.executable, "-m", "ctxscore", "fixtures", "check").returncode == 0
 

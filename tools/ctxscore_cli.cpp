@@ -80,7 +80,7 @@ int guide_command() {
   std::ifstream readme(dir / "README.md");
   if (!readme) throw std::runtime_error("no guide beside this binary: " + (dir / "README.md").string() + " cannot be read");
   std::cout << readme.rdbuf() << "\n---\nInstalled beside this binary:\n";
-  for (const char* name : {"README.md", "CONTRACT.md", "FORMAT.md", "PROTOCOL.md", "native_port.h", "corpus"})
+  for (const char* name : {"README.md", "CONTRACT.md", "FORMAT.md", "PROTOCOL.md", "native_port.h", "corpus", "recipes"})
     std::cout << "  " << (dir / name).string() << "\n";
   return kPassed;
 }

@@ -381,6 +381,12 @@ class Child {
   // Whether the child has ended with exit status `code`.
   bool exited_with(int code) { return reaped() && WIFEXITED(status_) && WEXITSTATUS(status_) == code; }
 
+  // Waits up to `seconds` for the child to end: a port whose pipe broke is
+  // leaving, and on a loaded machine its status comes a moment later.
+  void await_end(double seconds) {
+    for (int k = 0; k < static_cast<int>(seconds * 200) && !reaped(); ++k) usleep(5000);
+  }
+
   // How the child ended, or that it runs; and the end of what it wrote to stderr.
   std::string state() {
     std::string s = reaped() ? describe(status_) : "still running";
@@ -810,6 +816,7 @@ class PortBackend : public Backend, public PortBackendApi {
       child_.reset();
       throw BackendError("port " + shell_quoted(command_) + " sent a hello that is no safetensors document: " + e.what() + "; " + state);
     } catch (const BackendError& e) {
+      child_->await_end(2.0);  // its status (69: no device) says more than the broken pipe
       const bool unavailable = child_->exited_with(kDeviceUnavailableExit);
       child_.reset();
       if (unavailable) throw Unavailable{std::string("port ") + shell_quoted(command_) + " cannot open its device: " + e.what()};
