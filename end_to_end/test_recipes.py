@@ -61,7 +61,7 @@ def test_the_ci_matrix_recipe_runs_one_shard_per_job_and_merges(ctxscore_bin, tm
 
 def test_the_slurm_recipe_runs_one_shard_per_array_task_and_merges(ctxscore_bin, tmp_path):
     out = tmp_path / "campaign"
-    env = environment(ctxscore_bin, tmp_path, PORT=port("scores"), SEED="7", OUT=str(out), SLURM_ARRAY_TASK_COUNT="3")
+    env = environment(ctxscore_bin, tmp_path, PORT=port("scores"), SEED="7", CAMPAIGN_DIR=str(out), SLURM_ARRAY_TASK_COUNT="3")
     for k in (1, 2, 3):
         done = subprocess.run(["bash", os.path.join(RECIPES, "slurm_shard.sbatch")], capture_output=True, text=True,
                               env=dict(env, SLURM_ARRAY_TASK_ID=str(k)), cwd=tmp_path)
@@ -82,7 +82,7 @@ def test_the_one_host_recipe_gives_each_shard_its_own_gpu(ctxscore_bin, tmp_path
     seen = tmp_path / "devices.txt"
     recording = f"sh -c 'echo \"$CUDA_VISIBLE_DEVICES $HIP_VISIBLE_DEVICES\" >> {seen}; exec {port('scores')}'"
     out = tmp_path / "campaign"
-    env = environment(ctxscore_bin, tmp_path, PORT=recording, SEED="3", GPUS="2", OUT=str(out))
+    env = environment(ctxscore_bin, tmp_path, PORT=recording, SEED="3", GPUS="2", CAMPAIGN_DIR=str(out))
     done = subprocess.run(["bash", os.path.join(RECIPES, "one_host_per_gpu.sh")], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr

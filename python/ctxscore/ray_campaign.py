@@ -10,8 +10,8 @@ result.
 
 Without --address it starts a local cluster (a laptop's); --address auto
 joins the cluster this machine belongs to. Everything after `--` goes to
-every shard's `ctxscore gate`. OUT receives shards/K-of-N.json (each shard's
-report, its fixture paths pointing into OUT/failures), failures/ (every
+every shard's `ctxscore gate`. The --out folder receives shards/K-of-N.json (each shard's
+report, its fixture paths pointing into its failures/), failures/ (every
 shard's failing fixtures), merged.json and merged.xml (JUnit). The exit
 status is the merged report's (0 passed, 1 failed), 2 for bad usage, a
 shard that died twice or shards that do not merge.

@@ -1,7 +1,7 @@
 // Where a check's time goes: each second of the harness's thread is charged
 // to one phase, the innermost PhaseClock's (a nested clock pauses the one
-// around it). Suites carry their checks' totals; what no clock claims is
-// the harness's own drawing, shrinking and bookkeeping.
+// around it). Suites carry their checks' totals; time charged to no phase
+// is the harness's own drawing, shrinking and bookkeeping.
 #pragma once
 
 #include <array>
