@@ -77,3 +77,26 @@ def test_a_crashing_port_is_shrunk_and_reported_within_the_shrink_bound(run, tmp
     shrunk = re.search(r"shrunk: (Case\{.*)", done.stderr).group(1)
     assert " B=1 " in shrunk and " H=1 " in shrunk, shrunk
     assert took < 60 + 30, took
+
+
+def _false_alarms(ctxscore_bin, port, *gate_args):
+    import subprocess
+    return subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "false_alarms"), "--ctxscore", ctxscore_bin,
+                           "--port", port, "--runs", "2", "--jobs", "2", "--progress", "--",
+                           "--check", "fuzz", "--cases", "40", "--case-size", "small", *gate_args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_false_alarms_passes_a_correct_port_and_counts_each_failing_gate(ctxscore_bin, port_command):
+    clean = _false_alarms(ctxscore_bin, port_command("ctxscore.ports.numpy_port:scores"))
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert clean.stdout.startswith("0 failing of 2 fresh-seed gates (0 did not report)"), clean.stdout
+    assert len(re.findall(r"^gate [12] of 2: passed in ", clean.stderr, re.M)) == 2, clean.stderr
+    planted = _false_alarms(ctxscore_bin, port_command("ctxscore.ports.numpy_port:cutoff_slack_one"))
+    assert planted.returncode == 1, planted.stdout + planted.stderr
+    assert planted.stdout.startswith("2 failing of 2"), planted.stdout
+    assert len(re.findall(r"^FALSE ALARM, seed \d+:\n  fuzz", planted.stdout, re.M)) == 2, planted.stdout
+    assert "gate 2 of 2: FAILED" in planted.stderr and "2 not passing so far" in planted.stderr, planted.stderr
+    seeded = _false_alarms(ctxscore_bin, port_command("ctxscore.ports.numpy_port:scores"), "--seed", "3")
+    assert "--seed among the gate's arguments" in seeded.stderr, seeded.stderr
+    assert seeded.returncode == 2 and "every gate must draw a fresh one" in seeded.stderr, seeded.stderr
