@@ -45,7 +45,8 @@ def run(ctxscore_bin, tmp_path):
     """run(*args) -> CompletedProcess of `ctxscore args`, in tmp_path, failures into tmp_path/failures."""
 
     def go(*args, env=None, timeout=600):
-        full = dict(os.environ, CTXSCORE_FAILURE_DIR=str(tmp_path / "failures"), **(env or {}))
+        full = dict(os.environ, CTXSCORE_FAILURE_DIR=str(tmp_path / "failures"))
+        full.update(env or {})
         return subprocess.run([ctxscore_bin, *args], capture_output=True, text=True, cwd=tmp_path, env=full,
                               timeout=timeout)
 

@@ -21,7 +21,7 @@ class Capture : public test::OnPropertyBackend {};
 // The harness's capture check: a dummy batch at the stable bound replays
 // every later batch right, and bitwise as a plain call of the same batch.
 TEST_F(Capture, DummyBatchAtTheStableBoundReplaysEveryBatch) {
-  test::expect_check_passes(harness::check_capture(backend(), test::check_options(40)));
+  test::expect_check_passes(harness::run_check("capture", backend(), test::check_context(40)));
 }
 
 TEST_F(Capture, BoundSizedFromTheDummyIsCaught) {

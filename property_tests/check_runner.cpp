@@ -33,8 +33,19 @@ harness::CheckOptions check_options(int cases) {
   if (const char* scale = std::getenv("CTXSCORE_CASE_SCALE"))
     o.campaign.cases = std::max<std::int64_t>(1, static_cast<std::int64_t>(cases * std::atof(scale)));
   o.campaign.seed = rc::detail::configuration().testParams.seed;
-  o.campaign.print = false;  // the failure message holds each failing case
   return o;
+}
+
+harness::CheckContext check_context(int cases) {
+  harness::CheckContext x;
+  x.drawn = check_options(cases);
+  return x;
+}
+
+harness::CheckContext named_cases(std::vector<std::string> names) {
+  harness::CheckContext x;
+  x.only = std::move(names);
+  return x;
 }
 
 void expect_check_passes(const harness::Suite& s) {

@@ -10,6 +10,12 @@ namespace ctxscore::test {
 // CTXSCORE_CASE_SCALE, the seed RapidCheck's (RC_PARAMS="seed=N" replays a
 // run), every failing case judged no further than the first.
 harness::CheckOptions check_options(int cases);
+// A drawn check's context with those options.
+harness::CheckContext check_context(int cases);
+
+// The context of a check that runs named cases (large_offsets,
+// large_batches), holding it to `names`.
+harness::CheckContext named_cases(std::vector<std::string> names);
 
 // Passes when the check passed; fails with its summary and each failing
 // case's shrunk case line, verdict and fixture; a check that could not run

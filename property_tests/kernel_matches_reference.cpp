@@ -46,11 +46,11 @@ class Kernel : public test::OnPropertyBackend {
 
 // Repeatability and batch invariance (CONTRACT.md §5): the harness's checks.
 TEST_F(Kernel, SameCallGivesTheSameBitsEachTime) {
-  test::expect_check_passes(harness::check_repeatability(backend(), test::check_options(100)));
+  test::expect_check_passes(harness::run_check("repeatability", backend(), test::check_context(100)));
 }
 
 TEST_F(Kernel, RequestRowsDoNotDependOnTheBatch) {
-  test::expect_check_passes(harness::check_batch_invariance(backend(), test::check_options(200)));
+  test::expect_check_passes(harness::run_check("batch_invariance", backend(), test::check_context(200)));
 }
 
 // The floors keep `out` given (where stray writes and a view's own strides
@@ -100,16 +100,16 @@ TEST_F(Kernel, MatchesReferenceOnTheM3Shapes) {
 
 // The consumer's pipeline (CONTRACT.md §9): the harness's checks.
 TEST_F(Kernel, ShardColumnsAreBitwiseTheWorldOneColumns) {
-  test::expect_check_passes(harness::check_shard_columns(backend(), test::check_options(100)));
+  test::expect_check_passes(harness::run_check("shard_columns", backend(), test::check_context(100)));
 }
 
 // CONTRACT.md §7: a call that breaks one clause is refused before anything is written.
 TEST_F(Kernel, RefusesEachBrokenClauseAndWritesNothing) {
-  test::expect_check_passes(harness::check_refusals(backend(), test::check_options(20)));
+  test::expect_check_passes(harness::run_check("refusals", backend(), test::check_context(20)));
 }
 
 TEST_F(Kernel, MergedSelectionIsTheReferenceSelection) {
-  test::expect_check_passes(harness::check_selection(backend(), test::check_options(100)));
+  test::expect_check_passes(harness::run_check("selection", backend(), test::check_context(100)));
 }
 
 // Every upstream and corpus case, at every rank of its world, with `out`
@@ -181,28 +181,28 @@ TEST_F(Kernel, ZeroTokensWriteNothing) {
 // skip, saying so, on a smaller one.
 TEST(LargeOffsets, CachePastTwoToThe31Elements) {
   if (const std::string why = test::property_backend_absence(); !why.empty()) CTXSCORE_SKIP_OR_FAIL(why);
-  test::expect_check_passes(harness::check_large_offsets(test::property_backend(), {"cache_past_2_31_elements"}));
+  test::expect_check_passes(harness::run_check("large_offsets", test::property_backend(), test::named_cases({"cache_past_2_31_elements"})));
 }
 
 TEST(LargeOffsets, OutHeadStridePastTwoToThe31Elements) {
   if (const std::string why = test::property_backend_absence(); !why.empty()) CTXSCORE_SKIP_OR_FAIL(why);
-  test::expect_check_passes(harness::check_large_offsets(test::property_backend(), {"out_head_stride_past_2_31"}));
+  test::expect_check_passes(harness::run_check("large_offsets", test::property_backend(), test::named_cases({"out_head_stride_past_2_31"})));
 }
 
 TEST(LargeOffsets, OutRowStridePastTwoToThe31Elements) {
   if (const std::string why = test::property_backend_absence(); !why.empty()) CTXSCORE_SKIP_OR_FAIL(why);
-  test::expect_check_passes(harness::check_large_offsets(test::property_backend(), {"out_row_stride_past_2_31"}));
+  test::expect_check_passes(harness::run_check("large_offsets", test::property_backend(), test::named_cases({"out_row_stride_past_2_31"})));
 }
 
 TEST(LargeOffsets, QueryRowPastTwoToThe31Bytes) {
   if (const std::string why = test::property_backend_absence(); !why.empty()) CTXSCORE_SKIP_OR_FAIL(why);
-  test::expect_check_passes(harness::check_large_offsets(test::property_backend(), {"query_row_past_2_31_bytes"}));
+  test::expect_check_passes(harness::run_check("large_offsets", test::property_backend(), test::named_cases({"query_row_past_2_31_bytes"})));
 }
 
 // Request ids past 2^15 and 2^16 (the harness's large_batches check).
 TEST(LargeBatches, RequestIdsPastSixteenBitsReadTheirOwnRequest) {
   if (const std::string why = test::property_backend_absence(); !why.empty()) CTXSCORE_SKIP_OR_FAIL(why);
-  test::expect_check_passes(harness::check_large_batches(test::property_backend()));
+  test::expect_check_passes(harness::run_check("large_batches", test::property_backend(), {}));
 }
 
 // The benchmark's M3 shapes at full size (label slow).

@@ -62,7 +62,6 @@ harness::GatePlan small_gate(std::vector<std::string> checks, std::int64_t cases
   p.checks = std::move(checks);
   p.drawn.campaign.cases = cases;
   p.drawn.campaign.seed = 7;
-  p.drawn.campaign.print = false;
   p.drawn.size = "small";
   return p;
 }
@@ -97,7 +96,6 @@ TEST(VerdictRules, AnUnmetFloorFailsItsCheck) {
   harness::CampaignPlan plan;
   plan.cases = 20;
   plan.seed = 11;
-  plan.print = false;
   plan.floors = {{"a class no drawn value holds", 0.5}};
   harness::CampaignSteps<int> steps;
   steps.check = "floor_rule";

@@ -179,6 +179,10 @@ std::string default_corpus() {
   }
 }
 
+// Where a run's words go while it runs (harness::Say).
+void to_stderr(const std::string& text) { std::fputs(text.c_str(), stderr); }
+void to_stdout(const std::string& text) { std::fputs(text.c_str(), stdout); }
+
 struct VerifyPlan {
   std::string corpus;
   std::int64_t reference_cases = 2000, hip_cases = 3000, port_cases = 1000;
@@ -208,18 +212,18 @@ void verify_command(const VerifyPlan& plan, Report& report, bool print, const ha
     fo.campaign.seed = plan.seed;
     fo.campaign.max_failures = 0;
     fo.campaign.min_cases = plan.min_cases;
-    fo.campaign.print = print;
+    if (print) fo.campaign.say = to_stderr;
     fo.campaign.budget = &budget;
     fo.size = plan.case_size;
     fo.compile_keys = plan.compile_keys;
-    harness::CorpusOptions co;
-    co.modes = modes_named("all");
-    co.budget = &budget;
-    if (plan.min_cases >= 0) co.min_cases = std::min<std::int64_t>(plan.min_cases, static_cast<std::int64_t>(3 * files.size()));
-    report.suites.push_back(harness::check_corpus(*b, files, co));
-    if (fo.campaign.cases > 0) report.suites.push_back(harness::check_fuzz(*b, fo));
-    if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry") && !harness::stop_signal())
-      report.suites.push_back(harness::check_geometry(*b, 2000, plan.seed));
+    harness::CheckContext x;
+    x.drawn = fo;
+    x.corpus = files;
+    x.geometry_points = 2000;
+    report.suites.push_back(harness::run_check("corpus", *b, x));
+    if (fo.campaign.cases > 0) report.suites.push_back(harness::run_check("fuzz", *b, x));
+    if (harness::unmet_need(harness::check_named("geometry"), *b).empty() && !harness::stop_signal())
+      report.suites.push_back(harness::run_check("geometry", *b, x));
   }
 }
 
@@ -426,6 +430,7 @@ int main(int argc, char** argv) {
 
   CheckOptions drawn;  // fuzz's drawn cases; the gate's are gate_drawn until parsed
   drawn.campaign.cases = 100;
+  drawn.campaign.say = to_stderr;
   // The gate's defaults are the pytest gate's: 200 cases from at most 8 compile keys.
   CheckOptions gate_drawn = drawn;
   gate_drawn.campaign.cases = 200;
@@ -577,7 +582,7 @@ int main(int argc, char** argv) {
     if (port_timeout > 0) harness::set_port_timeout_seconds(port_timeout);
     if (port_startup_timeout > 0) harness::set_port_startup_timeout_seconds(port_startup_timeout);
     if (!failures.empty()) harness::set_failure_dir(failures);
-    if (!failures.empty() || std::getenv("CTXSCORE_FAILURE_DIR")) {
+    if (!failures.empty() || std::getenv(ctxscore::kFailureDirVariable)) {
       // Found now, not at the first failure: a failing case must have somewhere to go.
       if (const std::string why = harness::failure_dir_problem(); !why.empty())
         throw CLI::ValidationError(failures.empty() ? "CTXSCORE_FAILURE_DIR" : "--failures", why);
@@ -593,7 +598,7 @@ int main(int argc, char** argv) {
     if (*gate_cmd) {
       for (const auto& [option, names] : {std::pair{"--check", &gate_checks}, std::pair{"--require", &gate_required}})
         for (const std::string& n : *names) try {
-            harness::check_claim(n);
+            harness::check_named(n);
           } catch (const std::invalid_argument& e) {
             throw CLI::ValidationError(option, e.what());
           }
@@ -610,7 +615,16 @@ int main(int argc, char** argv) {
       return bench_command(bench_plan, as_json);
     }
     if (*gate_cmd && list_checks) {
-      for (const std::string& n : harness::check_names()) std::printf("%-17s %s\n", n.c_str(), harness::check_claim(n).c_str());
+      nlohmann::ordered_json listed = nlohmann::ordered_json::array();
+      for (const harness::CheckDef& d : harness::check_registry()) {
+        nlohmann::ordered_json needs = nlohmann::ordered_json::array();
+        for (const harness::Need n : d.needs)
+          needs.push_back(n == harness::Need::capture ? "capture" : n == harness::Need::refusals ? "refusals" : "geometry");
+        listed.push_back({{"name", d.name}, {"claim", d.claim}, {"share_of_cases", d.share_of_cases}, {"needs", needs},
+                          {"left_out_at_case_size_small", d.left_out_at_small}});
+        if (!as_json) std::printf("%-17s %s\n", d.name.c_str(), d.claim.c_str());
+      }
+      if (as_json) std::cout << listed.dump(2) << "\n";
       return kPassed;
     }
     std::tie(drawn.campaign.shard_index, drawn.campaign.shard_count) = parse_shard(shard);
@@ -659,7 +673,8 @@ int main(int argc, char** argv) {
       co.repeat = repeat;
       co.capture = capture;
       co.refusals = refusals;
-      co.print = !as_json;
+      if (!as_json) co.each_call = to_stdout;
+      co.say = to_stderr;
       co.budget = &budget;
       co.min_cases = min_cases;
       const harness::PhaseSeconds before = harness::phase_seconds();
@@ -680,10 +695,13 @@ int main(int argc, char** argv) {
                               (mode != "mixed" ? " --out-mode " + mode : "") + " --repeat " + std::to_string(drawn.repeat);
       if (*fuzz_cmd) {
         const harness::PhaseSeconds before = harness::phase_seconds();
-        report.suites.push_back(harness::check_fuzz(*b, drawn));
+        harness::CheckContext x;
+        x.drawn = drawn;
+        x.geometry_points = std::max<std::int64_t>(drawn.campaign.cases, 1000);
+        report.suites.push_back(harness::run_check("fuzz", *b, x));
         report.suites.back().phases = harness::phase_difference(harness::phase_seconds(), before);
-        if (harness::PortBackendApi* p = harness::as_port(*b); p && p->supports("geometry") && !harness::stop_signal())
-          report.suites.push_back(harness::check_geometry(*b, std::max<std::int64_t>(drawn.campaign.cases, 1000), drawn.campaign.seed));
+        if (harness::unmet_need(harness::check_named("geometry"), *b).empty() && !harness::stop_signal())
+          report.suites.push_back(harness::run_check("geometry", *b, x));
       } else {
         harness::GatePlan gp;
         gp.checks = gate_checks;
@@ -721,6 +739,12 @@ int main(int argc, char** argv) {
       verify_command(plan, report, !as_json, budget);
     }
     report.interrupted_by = harness::stop_signal();
+    if ((*fuzz_cmd || *gate_cmd) && drawn.campaign.say)
+      for (const harness::Suite& x : report.suites)
+        if (x.name == "fuzz" && !x.compile_keys.empty()) {
+          std::fprintf(stderr, "ctxscore: %zu compile keys drawn from seed %s:\n", x.compile_keys.size(), x.seed.c_str());
+          for (const std::string& k : x.compile_keys) std::fprintf(stderr, "  %s\n", k.c_str());
+        }
     if (!junit.empty()) harness::write_junit(report, junit, gate_cmd->parsed() || merge_cmd->parsed());
     if (as_json) std::cout << report.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else std::cout << report.table() << (timings ? "\nwhere the time went (seconds):\n" + report.timings() : "");

@@ -1,6 +1,8 @@
 #include "ctxscore/harness/backend.hpp"
 #include "ctxscore/harness/phases.hpp"
 
+#include "ctxscore/harness/case_builder.hpp"
+#include "ctxscore/harness/judge.hpp"
 #include "ctxscore/harness/port.hpp"
 
 #include <algorithm>
@@ -70,6 +72,33 @@ ShardScores oracle_scores(Oracle o, HostCase& host) {
 }
 
 std::unique_ptr<CapturedScore> Backend::capture(HostCase&, std::int64_t) { return nullptr; }
+
+std::string capture_absence(Backend& b) {
+  const Case probe = CaseBuilder("capture_probe").lens({1}).build();
+  HostCase host = laid_out(probe);
+  try {
+    if (b.capture(host, 128)) return "";
+  } catch (const std::exception& e) {
+    throw BackendError(std::string("capture raised: ") + e.what() + " (on a one-token probe)");
+  }
+  return b.name() + " cannot record a graph (" + b.toolchain() + ")";
+}
+
+const Capabilities& Backend::capabilities() {
+  if (!capabilities_) capabilities_ = state_capabilities();
+  return *capabilities_;
+}
+
+Capabilities Backend::state_capabilities() {
+  Capabilities c;
+  try {
+    c.capture = capture_absence(*this);
+  } catch (const BackendError&) {
+    c.capture.clear();  // the capture check runs and reports the raising probe as its failure
+  }
+  c.geometry = "the backend does not answer `geometry` (a Python port does with --geometry module:function)";
+  return c;
+}
 
 namespace {
 

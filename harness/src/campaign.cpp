@@ -92,16 +92,17 @@ std::string redraw_line(const CampaignPlan& plan, const std::string& check, std:
   return plan.redraw + " --check " + check + " --seed " + std::to_string(plan.seed) + " --only-case " + std::to_string(k);
 }
 
-void print_failure(const Suite& s, std::int64_t k, std::uint64_t seed, const Trial& t, const std::string& fixture,
-                   const std::string& again) {
-  const bool tty = isatty(fileno(stderr));
-  std::fprintf(stderr, "%sFAIL %s (%s): case %lld, seed %llu%s\n  %s: %s\n  %s\n%s%s  fixture: %s\n%s%s%s", tty ? "\r" : "",
-               s.name.c_str(), s.backend.c_str(), static_cast<long long>(k), static_cast<unsigned long long>(seed),
-               hung(t.verdict) ? " (a hung port: not shrunk, each step would cost a timeout)" : "",
-               hung(t.verdict) ? "case" : "shrunk", printable(t.verdict.spec.str()).c_str(),
-               printable(t.verdict.str()).c_str(), t.verdict.report.first ? "  " : "",
-               t.verdict.report.first ? (printable(explain_first_mismatch(t.verdict)) + "\n").c_str() : "", fixture.c_str(),
-               again.empty() ? "" : "  drawn case again: ", again.c_str(), again.empty() ? "" : "\n");
+std::string failure_text(const Suite& s, std::int64_t k, std::uint64_t seed, const Trial& t, const std::string& fixture,
+                         const std::string& again) {
+  std::string text = std::string(isatty(fileno(stderr)) ? "\r" : "") + "FAIL " + s.name + " (" + s.backend + "): case " +
+                     std::to_string(k) + ", seed " + std::to_string(seed) +
+                     (hung(t.verdict) ? " (a hung port: not shrunk, each step would cost a timeout)" : "") + "\n  " +
+                     (hung(t.verdict) ? "case" : "shrunk") + ": " + printable(t.verdict.spec.str()) + "\n  " +
+                     printable(t.verdict.str()) + "\n";
+  if (t.verdict.report.first) text += "  " + printable(explain_first_mismatch(t.verdict)) + "\n";
+  text += "  fixture: " + fixture + "\n";
+  if (!again.empty()) text += "  drawn case again: " + again + "\n";
+  return text;
 }
 
 }  // namespace ctxscore::harness

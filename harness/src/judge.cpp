@@ -336,8 +336,8 @@ std::string failure_dir_problem() {
 
 std::string failure_dir() {
   if (!failure_dir_flag().empty()) return failure_dir_flag();
-  const char* env = std::getenv("CTXSCORE_FAILURE_DIR");
-  return env && *env ? env : "ctxscore-failures";
+  const char* env = std::getenv(kFailureDirVariable);
+  return env && *env ? env : kFailureDirDefault;
 }
 
 void set_failure_dir(const std::string& dir) { failure_dir_flag() = dir; }

@@ -67,6 +67,10 @@ Suite suite_from_json(const json& j, const std::string& where) {
   s.required = flag(j, "required", at);
   s.min_cases = count(j, "min_cases", at);
   s.seed = text(j, "seed", at);
+  for (const json& k : field(j, "compile_keys", json::value_t::array, at)) {
+    if (!k.is_string()) throw std::invalid_argument(at + ": a \"compile_keys\" entry " + printable(k.dump()) + ", expected a string");
+    s.compile_keys.push_back(k.get<std::string>());
+  }
   s.coverage = text(j, "coverage", at);
   s.same_mismatch_as = text(j, "same_mismatch_as", at);
   for (const json& f : field(j, "failing", json::value_t::array, at)) {

@@ -605,9 +605,13 @@ class PortBackend : public Backend, public PortBackendApi {
 
   std::unique_ptr<CapturedScore> capture(HostCase& dummy, std::int64_t captured_bound) override;
 
-  bool places_tensors() const override { return false; }
-  std::string refusals_absence() override {
-    return supports("refuse") ? "" : "the port's hello does not offer `refuse` (PROTOCOL.md): it cannot be handed a call that breaks the contract";
+  Capabilities state_capabilities() override {
+    Capabilities c = Backend::state_capabilities();
+    c.places_tensors = false;
+    if (!supports("refuse"))
+      c.refusals = "the port's hello does not offer `refuse` (PROTOCOL.md): it cannot be handed a call that breaks the contract";
+    if (supports("geometry")) c.geometry.clear();
+    return c;
   }
 
   // An `error` reply to a `score` carries the storages as the failed call

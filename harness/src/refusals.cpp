@@ -268,7 +268,7 @@ std::string judge_refusals(Backend& b, HostCase& host) {
   }
   std::string tried;
   for (const Breach& br : breaches()) {
-    if (br.moves_device && !b.places_tensors()) continue;
+    if (br.moves_device && !b.capabilities().places_tensors) continue;
     RawCall call = raw_call(host);
     if (!br.apply(call)) continue;
     const RawCall sent = call;

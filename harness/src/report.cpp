@@ -166,7 +166,7 @@ nlohmann::ordered_json Report::json() const {
                            {"seconds_by_phase", by_phase(s)},
                            {"stopped", s.stopped}, {"status", s.status()}, {"ok", s.ok()}, {"not_run", s.not_run},
                            {"required", s.required},
-                           {"min_cases", s.min_cases}, {"seed", s.seed}, {"coverage", s.coverage},
+                           {"min_cases", s.min_cases}, {"seed", s.seed}, {"compile_keys", s.compile_keys}, {"coverage", s.coverage},
                            {"same_mismatch_as", s.same_mismatch_as},
                            {"summary", s.summary()}, {"failing", failing}, {"judged", judged}});
   }

@@ -27,7 +27,8 @@ import traceback
 import numpy as np
 
 from . import safetensors
-from .wire_format import CALL_TENSORS, FRAME_LENGTH_BYTES, PROTOCOL_VERSION, frame_length, read_frame_length
+from .wire_format import (CALL_TENSORS, FRAME_LENGTH_BYTES, PORT_EXIT_DEVICE_UNAVAILABLE, PROTOCOL_VERSION, frame_length,
+                          read_frame_length)
 from .tensors import Buffers, to_numpy, torch_available
 
 
@@ -427,7 +428,7 @@ class Worker:
 
 
 # The exit status before hello that says the device cannot be opened (EX_UNAVAILABLE).
-DEVICE_UNAVAILABLE = 69
+DEVICE_UNAVAILABLE = PORT_EXIT_DEVICE_UNAVAILABLE
 
 
 def device_problem(kind, device):

@@ -42,10 +42,8 @@ import warnings
 import pytest
 
 from .cli import binary as bundled_binary
+from .wire_format import EXIT_STATUS, FAILURE_DIR_DEFAULT, FAILURE_DIR_VARIABLE
 
-# The checks, in the order the gate runs them (`ctxscore gate --list` says what each catches).
-CHECKS = ("fuzz", "repeatability", "batch_invariance", "shard_columns", "selection", "capture", "refusals",
-          "corpus", "corpus_capture", "geometry", "large_offsets", "large_batches")
 
 _current_request = None
 
@@ -77,15 +75,31 @@ def _harness(chosen):
     return os.path.abspath(found) if os.path.exists(found) else found
 
 
+@functools.lru_cache(maxsize=None)
+def _listed_checks(binary):
+    done = subprocess.run([binary, "gate", "--list", "--json"], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"`{binary} gate --list --json` exited with status {done.returncode}: {done.stderr.strip()}")
+    return tuple(check["name"] for check in json.loads(done.stdout))
+
+
+def __getattr__(name):
+    """CHECKS: the checks, in the order the gate runs them, as the harness's
+    registry lists them (`ctxscore gate --list` says what each catches)."""
+    if name == "CHECKS":
+        return _listed_checks(_harness(None))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _failure_dir(failures):
     """Where failing cases go, and whether it is a temporary folder of the gate's own."""
     if failures:
         return os.path.abspath(failures), False
-    if os.environ.get("CTXSCORE_FAILURE_DIR"):
-        return os.path.abspath(os.environ["CTXSCORE_FAILURE_DIR"]), False
+    if os.environ.get(FAILURE_DIR_VARIABLE):
+        return os.path.abspath(os.environ[FAILURE_DIR_VARIABLE]), False
     if _current_request is not None:
-        return str(_current_request.getfixturevalue("tmp_path") / "ctxscore-failures"), False
-    return tempfile.mkdtemp(prefix="ctxscore-failures-"), True
+        return str(_current_request.getfixturevalue("tmp_path") / FAILURE_DIR_DEFAULT), False
+    return tempfile.mkdtemp(prefix=FAILURE_DIR_DEFAULT + "-"), True
 
 
 def _python_path():
@@ -200,7 +214,7 @@ def gate(function, *, checks=None, require=None, cases=None, device="cpu", tenso
     binary = _harness(ctxscore)
     port = _port_command(function, device, tensors, geometry)
     failure_dir, temporary = _failure_dir(failures)
-    env = dict(os.environ, CTXSCORE_FAILURE_DIR=failure_dir)
+    env = dict(os.environ, **{FAILURE_DIR_VARIABLE: failure_dir})
     if case_size is None and device == "cpu":
         case_size = "small"
     cmd = [binary, "gate", "--port", port, "--port-timeout", str(timeout), "--json",
@@ -223,10 +237,10 @@ def gate(function, *, checks=None, require=None, cases=None, device="cpu", tenso
     returncode, stdout, stderr = _run_reporting_progress(cmd, env)
     if temporary and not os.listdir(failure_dir):
         os.rmdir(failure_dir)  # no failure used it
-    if returncode == 4:
+    if returncode == EXIT_STATUS["unavailable"]:
         raise EnvironmentProblem(f"ctxscore gate could not run {function} on {device}: {stderr.strip()[-2000:]}")
-    if returncode == 2:
-        raise ValueError(f"ctxscore gate refused the call (exit 2): {stderr.strip()[-2000:]}")
+    if returncode == EXIT_STATUS["bad_input"]:
+        raise ValueError(f"ctxscore gate refused the call (exit {returncode}): {stderr.strip()[-2000:]}")
     try:
         report = json.loads(stdout)
     except ValueError:
@@ -242,4 +256,4 @@ def gate(function, *, checks=None, require=None, cases=None, device="cpu", tenso
 @pytest.fixture
 def ctxscore_gate(tmp_path):
     """`gate`, with failing cases written into this test's tmp_path."""
-    return functools.partial(gate, failures=str(tmp_path / "ctxscore-failures"))
+    return functools.partial(gate, failures=str(tmp_path / FAILURE_DIR_DEFAULT))

@@ -28,6 +28,7 @@ import tempfile
 import time
 
 from .cli import binary as installed_binary
+from .wire_format import EXIT_STATUS
 
 
 class ShardDied(RuntimeError):
@@ -45,7 +46,7 @@ def run_shard(gate_args, k, n, seed):
         failures = os.path.join(scratch, "failures")
         done = subprocess.run([found, "gate", *gate_args, "--shard", f"{k}/{n}", "--seed", str(seed), "--json",
                                "--failures", failures], capture_output=True, text=True)
-        if done.returncode not in (0, 1):
+        if done.returncode not in (EXIT_STATUS["passed"], EXIT_STATUS["failed"]):
             raise ShardDied(f"shard {k}/{n} on {socket.gethostname()}: `ctxscore gate` exited with status "
                             f"{done.returncode}; its stderr ends: {done.stderr.strip()[-2000:]}")
         fixtures = {}
@@ -130,7 +131,7 @@ def main(argv=None):
         return 2
     merged = subprocess.run([found, "merge", *sorted(files), "--json", "--junit", os.path.join(out, "merged.xml")],
                             capture_output=True, text=True)
-    if merged.returncode not in (0, 1):
+    if merged.returncode not in (EXIT_STATUS["passed"], EXIT_STATUS["failed"]):
         print(merged.stderr.strip(), file=sys.stderr)
         return 2
     with open(os.path.join(out, "merged.json"), "w") as f:

@@ -1,6 +1,8 @@
-"""The fixture format's versions and the protocol's framing, as
-wire_format.json states them: the one statement of these numbers, which the
-C++ side reads too (fixtures/wire_format.json)."""
+"""What the Python and C++ sides share, as wire_format.json states it: the
+fixture format's versions, the protocol's framing, the exit statuses, a
+port's device-unavailable status and the failure folder's policy; the one
+statement of these values, which the C++ side reads too
+(fixtures/wire_format.json)."""
 import json
 import os
 
@@ -12,6 +14,10 @@ OLDEST_FIXTURE_FORMAT_VERSION = int(_WIRE["oldest_fixture_format_version"])
 PROTOCOL_VERSION = int(_WIRE["protocol_version"])
 FRAME_LENGTH_BYTES = int(_WIRE["frame_length_bytes"])  # a frame: its length, little-endian, then the message
 CALL_TENSORS = tuple(_WIRE["call_tensors"])  # the storages a call's request may hold, each 1-D
+EXIT_STATUS = {name: int(code) for name, code in _WIRE["exit_status"].items()}  # the harness's: passed, failed, ...
+PORT_EXIT_DEVICE_UNAVAILABLE = int(_WIRE["port_exit_device_unavailable"])  # a port's, before hello (EX_UNAVAILABLE)
+FAILURE_DIR_VARIABLE = _WIRE["failure_dir_variable"]  # where failing cases go when no folder is named
+FAILURE_DIR_DEFAULT = _WIRE["failure_dir_default"]  # else this folder
 
 
 def frame_length(n):

@@ -2,6 +2,7 @@
 every corpus fixture, the selection reproduces the stored C++ selection
 exactly, the checker passes a correct port and fails a planted bug, and the
 pytest gate fails with the shrunk case."""
+import json
 import os
 import re
 import subprocess
@@ -158,10 +159,16 @@ def test_the_in_process_replay_finds_a_kernel_of_the_callers_folder_from_any_fol
 
 @pytest.mark.skipif(not os.environ.get("CTXSCORE_BIN"), reason="needs the ctxscore binary ($CTXSCORE_BIN)")
 def test_the_gate_names_the_checks_the_binary_runs():
+    """CHECKS is the binary's registry: its names in order, as `--list` prints them with their claims."""
     from ctxscore.pytest_plugin import CHECKS
 
     listed = subprocess.run([os.environ["CTXSCORE_BIN"], "gate", "--list"], capture_output=True, text=True, check=True)
+    records = json.loads(subprocess.run([os.environ["CTXSCORE_BIN"], "gate", "--list", "--json"], capture_output=True,
+                                        text=True, check=True).stdout)
     assert tuple(line.split()[0] for line in listed.stdout.splitlines()) == CHECKS, listed.stdout
+    assert [line.split(None, 1)[1] for line in listed.stdout.splitlines()] == [r["claim"] for r in records]
+    assert {r["name"]: r["needs"] for r in records if r["needs"]} == {
+        "capture": ["capture"], "refusals": ["refusals"], "corpus_capture": ["capture"], "geometry": ["geometry"]}
 
 
 def test_port_runs_as_a_module_and_answers_hello():

@@ -15,9 +15,8 @@ struct Rebatched {
   OutMode out = OutMode::given;
 };
 
-}  // namespace
-
-Suite check_batch_invariance(Backend& b, const CheckOptions& o) {
+Suite run(Backend& b, const CheckContext& x) {
+  const CheckOptions& o = x.drawn;
   const gen::CaseLimits lim = checks::limits_of(b, o);
   CampaignSteps<Rebatched> steps;
   steps.check = "batch_invariance";
@@ -60,6 +59,13 @@ Suite check_batch_invariance(Backend& b, const CheckOptions& o) {
   plan.floors.clear();
   for (const std::string& how : gen::rebatching_kinds()) plan.floors.push_back({kThe + how, 0.25});
   return run_campaign(b, plan, steps, oracle_name(b.oracle()));
+}
+
+}  // namespace
+
+CheckDef batch_invariance_check() {
+  return {"batch_invariance", "a request's rows are bitwise the same in another batch (batch-size dependent paths)", 10,
+          {}, "", true, false, run};
 }
 
 }  // namespace ctxscore::harness

@@ -55,17 +55,6 @@ Verdict raised(const Case& c, const std::string& what, const std::exception& e) 
 
 }  // namespace
 
-std::string capture_absence(Backend& b) {
-  const Case probe = CaseBuilder("capture_probe").lens({1}).build();
-  HostCase host = laid_out(probe);
-  try {
-    if (b.capture(host, 128)) return "";
-  } catch (const std::exception& e) {
-    throw BackendError(std::string("capture raised: ") + e.what() + " (on a one-token probe)");
-  }
-  return b.name() + " cannot record a graph (" + b.toolchain() + ")";
-}
-
 Verdict judge_replay(CapturedScore& g, Case real, std::int64_t bound, Scored* replayed) {
   Verdict v;
   v.spec = real;
@@ -87,7 +76,10 @@ Verdict judge_replay(CapturedScore& g, Case real, std::int64_t bound, Scored* re
   return v;
 }
 
-Suite check_capture(Backend& b, const CheckOptions& o) {
+namespace {
+
+Suite run(Backend& b, const CheckContext& x) {
+  const CheckOptions& o = x.drawn;
   Suite absent = suite_for("capture", b, oracle_name(Oracle::reference));
   try {
     absent.not_run = capture_absence(b);
@@ -154,6 +146,13 @@ Suite check_capture(Backend& b, const CheckOptions& o) {
     return Trial{first, flags};
   };
   return run_campaign(b, o.campaign, steps, oracle_name(Oracle::reference));
+}
+
+}  // namespace
+
+CheckDef capture_check() {
+  return {"capture", "a graph recorded on a dummy batch replays later batches right, bitwise as plain calls", 2,
+          {Need::capture}, oracle_name(Oracle::reference), false, false, run};
 }
 
 }  // namespace ctxscore::harness

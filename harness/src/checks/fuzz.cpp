@@ -3,13 +3,11 @@
 
 namespace ctxscore::harness {
 
-Suite check_fuzz(Backend& b, const CheckOptions& o) {
+namespace {
+
+Suite run(Backend& b, const CheckContext& x) {
+  const CheckOptions& o = x.drawn;
   const CaseSource source(checks::limits_of(b, o), o.campaign.seed, o.compile_keys);
-  if (source.limited() && o.campaign.print) {
-    std::fprintf(stderr, "ctxscore: %zu compile keys drawn from seed %llu:\n", source.keys().size(),
-                 static_cast<unsigned long long>(o.campaign.seed));
-    for (const CompileKey& k : source.keys()) std::fprintf(stderr, "  %s\n", k.str().c_str());
-  }
   CampaignSteps<checks::DrawnCase> steps;
   steps.check = "fuzz";
   steps.draw = checks::draw_cases(source, o.out_mode);
@@ -30,7 +28,16 @@ Suite check_fuzz(Backend& b, const CheckOptions& o) {
   steps.smaller = checks::smaller_drawn;
   CampaignPlan plan = o.campaign;
   plan.floors.push_back(kAllNegativeRowFloor);
-  return run_campaign(b, plan, steps, oracle_name(b.oracle()));
+  Suite s = run_campaign(b, plan, steps, oracle_name(b.oracle()));
+  for (const CompileKey& k : source.keys()) s.compile_keys.push_back(k.str());
+  return s;
+}
+
+}  // namespace
+
+CheckDef fuzz_check() {
+  return {"fuzz", "random cases within the bound of the exact scores, every way of passing out, each call made twice",
+          20, {}, "", false, false, run};
 }
 
 }  // namespace ctxscore::harness

@@ -10,14 +10,17 @@
 
 namespace ctxscore::harness {
 
-Suite check_geometry(Backend& b, std::int64_t random_points, std::uint64_t seed) {
-  Suite s = suite_for("geometry", b, "CONTRACT.md section 6");
+namespace {
+
+constexpr const char* kOracle = "CONTRACT.md section 6";
+
+Suite run(Backend& b, const CheckContext& x) {
+  const std::int64_t random_points = x.geometry_points;
+  const std::uint64_t seed = x.drawn.campaign.seed;
+  Suite s = suite_for("geometry", b, kOracle);
   s.seed = std::to_string(seed);
   PortBackendApi* port = as_port(b);
-  if (!port || !port->supports("geometry")) {
-    s.not_run = "the backend does not answer `geometry` (a Python port does with --geometry module:function)";
-    return s;
-  }
+  if (!port) throw std::logic_error("geometry runs on a backend that answers `geometry` (its capabilities say so)");
   const auto t0 = std::chrono::steady_clock::now();
   const auto judge_point = [&](std::int64_t batch, std::int64_t bound, std::int64_t world, std::int64_t heads,
                                std::int64_t ql) {
@@ -40,24 +43,27 @@ Suite check_geometry(Backend& b, std::int64_t random_points, std::uint64_t seed)
     s.add(row, v, {});
     return v.ok();
   };
-  int shown = 0;
   for (std::int64_t batch = 1; batch <= 48; ++batch)
     for (std::int64_t g = 1; g <= 96; g += (g < 16 ? 1 : 5))
       for (std::int64_t world = 1; world <= 5; ++world)
-        if (!judge_point(batch, g * 128 - (batch % 3 == 0 ? 5 : 0), world, 1 + batch % 5, 1 + g % 4) && shown++ < 3)
-          std::fprintf(stderr, "geometry: %s\n", s.rows.back().message.c_str());
+        judge_point(batch, g * 128 - (batch % 3 == 0 ? 5 : 0), world, 1 + batch % 5, 1 + g % 4);
   std::mt19937_64 rng(seed);
   for (std::int64_t k = 0; k < random_points; ++k) {
     const std::int64_t batch = 1 + static_cast<std::int64_t>(rng() % (1u << 20));
     const std::int64_t bound = 1 + static_cast<std::int64_t>(rng() % (std::uint64_t{1} << 27));
     const std::int64_t world = 1 + static_cast<std::int64_t>(rng() % 16);
-    if (!judge_point(batch, bound, world, 1 + static_cast<std::int64_t>(rng() % 16), 1 + static_cast<std::int64_t>(rng() % 8)) &&
-        shown++ < 3)
-      std::fprintf(stderr, "geometry: %s\n", s.rows.back().message.c_str());
+    judge_point(batch, bound, world, 1 + static_cast<std::int64_t>(rng() % 16), 1 + static_cast<std::int64_t>(rng() % 8));
   }
   s.min_cases = static_cast<std::int64_t>(s.rows.size());
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
+}
+
+}  // namespace
+
+CheckDef geometry_check() {
+  return {"geometry", "the launch geometry the port reports is the contract's", 0, {Need::geometry}, kOracle, false, false,
+          run};
 }
 
 }  // namespace ctxscore::harness

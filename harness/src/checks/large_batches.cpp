@@ -13,7 +13,11 @@
 
 namespace ctxscore::harness {
 
-Suite check_large_batches(Backend& b, const std::vector<std::string>& only, const TimeBudget* budget) {
+namespace {
+
+Suite run(Backend& b, const CheckContext& x) {
+  const std::vector<std::string>& only = x.only;
+  const TimeBudget* budget = x.drawn.campaign.budget;
   Suite s = suite_for("large_batches", b, oracle_name(b.oracle()));
   const auto t0 = std::chrono::steady_clock::now();
   for (const Case& c : family_cases(CaseFamily::batch)) {
@@ -28,6 +32,13 @@ Suite check_large_batches(Backend& b, const std::vector<std::string>& only, cons
   }
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
+}
+
+}  // namespace
+
+CheckDef large_batches_check() {
+  return {"large_batches", "batches of 65535 and 70000 requests: request ids past 2^15 and 2^16 (16-bit ids)", 0, {}, "",
+          false, false, run};
 }
 
 }  // namespace ctxscore::harness

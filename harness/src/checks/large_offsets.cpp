@@ -76,7 +76,11 @@ std::int64_t available_host_bytes() {
   return 0;
 }
 
-Suite check_large_offsets(Backend& b, const std::vector<std::string>& only, const TimeBudget* budget) {
+namespace {
+
+Suite run(Backend& b, const CheckContext& x) {
+  const std::vector<std::string>& only = x.only;
+  const TimeBudget* budget = x.drawn.campaign.budget;
   Suite s = suite_for("large_offsets", b, oracle_name(b.oracle()));
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> skipped;
@@ -99,6 +103,13 @@ Suite check_large_offsets(Backend& b, const std::vector<std::string>& only, cons
   }
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
+}
+
+}  // namespace
+
+CheckDef large_offsets_check() {
+  return {"large_offsets", "a cache past 2^31 elements, out strides past 2^31 elements, a query row past 2^31 bytes", 0,
+          {}, "", false, true, run};
 }
 
 }  // namespace ctxscore::harness

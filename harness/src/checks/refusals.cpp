@@ -5,12 +5,12 @@
 
 namespace ctxscore::harness {
 
-Suite check_refusals(Backend& b, const CheckOptions& o) {
-  if (const std::string why = b.refusals_absence(); !why.empty()) {
-    Suite s = suite_for("refusals", b, "the contract's validation clauses");
-    s.not_run = why;
-    return s;
-  }
+namespace {
+
+constexpr const char* kOracle = "the contract's validation clauses";
+
+Suite run(Backend& b, const CheckContext& x) {
+  const CheckOptions& o = x.drawn;
   const CaseSource source(checks::limits_of(b, o), o.campaign.seed, o.compile_keys);
   CampaignSteps<checks::DrawnCase> steps;
   steps.check = "refusals";
@@ -23,7 +23,14 @@ Suite check_refusals(Backend& b, const CheckOptions& o) {
   };
   steps.classify = [](const checks::DrawnCase& d) { gen::classify(d.c, d.out); };
   steps.smaller = checks::smaller_drawn;
-  return run_campaign(b, o.campaign, steps, "the contract's validation clauses");
+  return run_campaign(b, o.campaign, steps, kOracle);
+}
+
+}  // namespace
+
+CheckDef refusals_check() {
+  return {"refusals", "a call breaking one clause of the contract's validation is refused before anything is written", 2,
+          {Need::refusals}, kOracle, false, false, run};
 }
 
 }  // namespace ctxscore::harness

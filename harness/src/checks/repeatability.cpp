@@ -4,7 +4,10 @@
 
 namespace ctxscore::harness {
 
-Suite check_repeatability(Backend& b, const CheckOptions& o) {
+namespace {
+
+Suite run(Backend& b, const CheckContext& x) {
+  const CheckOptions& o = x.drawn;
   const CaseSource source(checks::limits_of(b, o), o.campaign.seed, o.compile_keys);
   CampaignSteps<checks::DrawnCase> steps;
   steps.check = "repeatability";
@@ -14,6 +17,13 @@ Suite check_repeatability(Backend& b, const CheckOptions& o) {
   steps.classify = [](const checks::DrawnCase& d) { gen::classify(d.c, d.out); };
   steps.smaller = checks::smaller_drawn;
   return run_campaign(b, o.campaign, steps, oracle_name(b.oracle()));
+}
+
+}  // namespace
+
+CheckDef repeatability_check() {
+  return {"repeatability", "the same call three times gives the same bits (atomics, split reductions)", 5, {}, "", true,
+          false, run};
 }
 
 }  // namespace ctxscore::harness

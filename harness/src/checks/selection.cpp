@@ -37,13 +37,8 @@ rc::Shrinkable<checks::PipelineDraw> draw_most_rows_decided(const gen::CaseLimit
   }
 }
 
-}  // namespace
-
-Case selection_stratum_case(const std::string& size, std::uint64_t case_seed, int rc_size) {
-  return draw_most_rows_decided(selection_limits(size), case_seed, rc_size).value().c;
-}
-
-Suite check_selection(Backend& b, const CheckOptions& o) {
+Suite run(Backend& b, const CheckContext& x) {
+  const CheckOptions& o = x.drawn;
   const gen::CaseLimits lim = selection_limits(o.size);
   struct Totals {
     std::int64_t rows = 0, near = 0, matched = 0, decided = 0;
@@ -78,6 +73,17 @@ Suite check_selection(Backend& b, const CheckOptions& o) {
   CampaignPlan plan = o.campaign;
   plan.floors = {kMostRowsDecidedFloor};
   return run_campaign(b, plan, steps, oracle_name(Oracle::reference));
+}
+
+}  // namespace
+
+CheckDef selection_check() {
+  return {"selection", "the merged top-16 over every rank is the reference's selection, under both tie rules", 3, {},
+          oracle_name(Oracle::reference), true, false, run};
+}
+
+Case selection_stratum_case(const std::string& size, std::uint64_t case_seed, int rc_size) {
+  return draw_most_rows_decided(selection_limits(size), case_seed, rc_size).value().c;
 }
 
 }  // namespace ctxscore::harness

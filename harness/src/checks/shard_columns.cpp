@@ -6,7 +6,10 @@
 
 namespace ctxscore::harness {
 
-Suite check_shard_columns(Backend& b, const CheckOptions& o) {
+namespace {
+
+Suite run(Backend& b, const CheckContext& x) {
+  const CheckOptions& o = x.drawn;
   gen::CaseLimits lim = checks::limits_of(b, o);
   lim.max_world = std::max<std::int64_t>(lim.max_world, 8);
   lim.max_work = std::min<std::int64_t>(lim.max_work, 1 << 13);
@@ -26,6 +29,14 @@ Suite check_shard_columns(Backend& b, const CheckOptions& o) {
     return out;
   };
   return run_campaign(b, o.campaign, steps, oracle_name(Oracle::reference));
+}
+
+}  // namespace
+
+CheckDef shard_columns_check() {
+  return {"shard_columns",
+          "each rank's columns are bitwise the world-1 columns of their blocks (rank-dependent rounding)",
+          5, {}, oracle_name(Oracle::reference), true, false, run};
 }
 
 }  // namespace ctxscore::harness

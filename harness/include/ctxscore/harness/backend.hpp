@@ -19,6 +19,7 @@
 #include "ctxscore/harness/out_mode.hpp"
 #include "ctxscore/harness/refusals.hpp"
 #include "ctxscore/safetensors.hpp"
+#include "ctxscore/wire_format.hpp"
 #include "ctxscore/score.hpp"
 
 namespace ctxscore::harness {
@@ -53,8 +54,7 @@ class BackendError : public std::runtime_error {
 struct Unavailable {
   std::string what;
 };
-// A port's exit status before `hello` that says its device cannot be opened (EX_UNAVAILABLE).
-inline constexpr int kDeviceUnavailableExit = 69;
+using ::ctxscore::kDeviceUnavailableExit;  // wire_format.json's
 
 // How long one call takes, as the backend measures it (`ctxscore bench`).
 struct Timing {
@@ -80,6 +80,17 @@ class CapturedScore {
   virtual Scored replay(HostCase& real) = 0;
 };
 
+// What a backend can be asked beyond a plain call, stated once: each reason
+// empty where it can, else why it cannot. The checks' needs are matched
+// against it (checks.hpp), and a check that needs what a backend lacks is
+// not run, with the reason.
+struct Capabilities {
+  std::string capture;   // record a graph on a dummy batch and replay it (a one-token probe says)
+  std::string refusals;  // be handed a call that breaks the contract (§7)
+  std::string geometry;  // answer `geometry` (the launch geometry, §6)
+  bool places_tensors = true;  // be handed tensors on different devices (a port's protocol carries none)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -98,12 +109,8 @@ class Backend {
   // storages receive what the call left in them. A refusal is an outcome,
   // not an exception; throws BackendError when the backend misbehaves.
   virtual CallOutcome call(RawCall& call) = 0;
-  // Whether the backend can be handed tensors on different devices (a
-  // port's protocol carries no devices).
-  virtual bool places_tensors() const { return true; }
-  // Why the backend cannot be handed a call that breaks the contract (a
-  // port whose hello does not offer `refuse`); empty when it can.
-  virtual std::string refusals_absence() { return ""; }
+  // What this backend can be asked, stated on the first call and kept.
+  const Capabilities& capabilities();
   // Graph capture: nullptr when the backend cannot record one. `captured_bound`
   // is the S the capture is made with (the dummy's own lengths must not size it).
   virtual std::unique_ptr<CapturedScore> capture(HostCase& dummy, std::int64_t captured_bound);
@@ -116,7 +123,19 @@ class Backend {
   // What built the implementation and what it runs on (compiler, libraries,
   // runtime, device), one line: every report and failure fixture records it.
   virtual std::string toolchain() const = 0;
+
+ protected:
+  // The base: capture as a one-token probe finds it, refusals and placement
+  // taken, no geometry. A backend states what differs.
+  virtual Capabilities state_capabilities();
+
+ private:
+  std::optional<Capabilities> capabilities_;
 };
+
+// Why `b` cannot record a graph here (a one-token probe returned none);
+// empty when it can. A probe that raises throws BackendError naming it.
+std::string capture_absence(Backend& b);
 
 // The compiler that built this process's host code, as a toolchain line.
 std::string host_toolchain();

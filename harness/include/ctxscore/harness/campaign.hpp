@@ -40,6 +40,11 @@ struct Floor {
 // shard's cases k ≡ K (mod N) alike, whatever the seed.
 const Floor* stratum_of(const std::vector<Floor>& floors, std::int64_t k);
 
+// Where a run says what happens while it runs (a failure as it is found,
+// progress): the CLI writes it to stderr; empty, the run is silent and its
+// suite says everything.
+using Say = std::function<void(const std::string& text)>;
+
 struct CampaignPlan {
   std::int64_t cases = 100;
   std::int64_t min_cases = -1;    // the floor of cases judged; -1: every case asked of this shard
@@ -48,7 +53,7 @@ struct CampaignPlan {
   int shrink_calls = 200;         // calls one shrink may make
   double shrink_seconds = 60;     // and seconds
   std::int64_t shard_index = 0, shard_count = 1;  // case k runs where k % count == index
-  bool print = true;              // failures and progress on stderr
+  Say say;                        // failures and progress as they happen
   std::vector<Floor> floors;      // strata drawn into their classes (CampaignSteps::draw_in), judged over a passing run
   const TimeBudget* budget = nullptr;  // none: unlimited
   std::int64_t only_case = -1;    // >= 0: judge case k = only_case alone (a failure's case drawn again)
@@ -114,8 +119,9 @@ FailureFile record_failure(const Suite& s, const Trial& t, std::uint64_t seed, B
 bool hung(const Verdict& v);
 // The line that draws case k of the run again, or "" where the plan has none.
 std::string redraw_line(const CampaignPlan& plan, const std::string& check, std::int64_t k);
-void print_failure(const Suite& s, std::int64_t k, std::uint64_t seed, const Trial& t, const std::string& fixture,
-                   const std::string& again);
+// What a run says of a failing case as it is found: its case, verdict, fixture and the line that draws it again.
+std::string failure_text(const Suite& s, std::int64_t k, std::uint64_t seed, const Trial& t, const std::string& fixture,
+                         const std::string& again);
 
 namespace detail {
 
@@ -222,14 +228,14 @@ Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>&
     if (!t.verdict.ok()) {
       if (!hung(t.verdict)) t = detail::shrink(steps, *drawn, t, plan);
       fixture = record_failure(s, t, seed, b, steps.one_call_shows_it);
-      if (plan.print) print_failure(s, k, seed, t, fixture.str(), redraw_line(plan, steps.check, k));
+      if (plan.say) plan.say(failure_text(s, k, seed, t, fixture.str(), redraw_line(plan, steps.check, k)));
     }
     s.add("case " + std::to_string(k) + " (seed " + std::to_string(seed) + ")", t.verdict, fixture);
     if (!t.verdict.ok() && !plan.redraw.empty())
       s.rows.back().message += "\n  drawn case again: " + redraw_line(plan, steps.check, k);
-    if (progress.due())
-      std::fprintf(stderr, "ctxscore: %s %s: %lld of %lld cases, %lld failing\n", b.name().c_str(), steps.check.c_str(),
-                   static_cast<long long>(s.stats.cases), static_cast<long long>(mine), static_cast<long long>(s.stats.failures));
+    if (plan.say && progress.due())
+      plan.say("ctxscore: " + b.name() + " " + steps.check + ": " + std::to_string(s.stats.cases) + " of " + std::to_string(mine) +
+               " cases, " + std::to_string(s.stats.failures) + " failing\n");
     if (plan.max_failures > 0 && s.stats.failures >= plan.max_failures) {
       if (k + step < end)
         s.stopped = "stopped at failing case " + std::to_string(s.stats.failures) + " (--max-failures " +

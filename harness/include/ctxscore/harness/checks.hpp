@@ -1,22 +1,9 @@
-// Every check the harness knows, each a function of a backend that returns
-// its suite of verdicts: the CLI's commands, the gate and the GoogleTest
-// properties all call these, and none holds a check of its own.
-//
-//   fuzz              random cases against the oracle, every out mode
-//   repeatability     the same call three times gives the same bits (§5)
-//   batch_invariance  a request's rows do not depend on the rest of its batch (§5)
-//   shard_columns     each rank's columns are bitwise the world-1 columns of their blocks (§9)
-//   selection         the merged top-16 of every rank is the reference's selection (§9)
-//   capture           a graph recorded on a dummy batch at the bound replays every
-//                     later batch correctly, and bitwise as a plain call
-//   refusals          a call that breaks one clause of §7 is refused, nothing written
-//   corpus            every fixture, out given, absent and too small
-//   corpus_capture    every fixture through a recorded graph
-//   geometry          the launch geometry a port reports against §6
-//   large_offsets     a cache past 2^31 elements, out strides past 2^31 elements,
-//                     a query row past 2^31 bytes
-//   large_batches     request ids past 2^15 and 2^16 (the registry's batch family)
-// Each file under harness/src/checks/ holds one.
+// Every check the harness knows is one record of one registry (CheckDef):
+// its name, its claim, its share of the cases, what it needs of a backend
+// and how it runs. The CLI's commands, the gate and the GoogleTest callers
+// all take checks from the registry, and none holds a check of its own.
+// Each check is one file under harness/src/checks/ and one line of
+// checks/registry.def; `ctxscore gate --list` names them and their claims.
 #pragma once
 
 #include <cstdint>
@@ -54,22 +41,46 @@ inline const Floor kMostRowsDecidedFloor{"a case at least half of whose (head, r
 // The case selection draws for that stratum at a named case size, from a case's seed and RapidCheck size.
 Case selection_stratum_case(const std::string& size, std::uint64_t case_seed, int rc_size);
 
-// The checks in the order the gate runs them.
+// What a check may need of a backend beyond a plain call, matched against
+// the backend's Capabilities.
+enum class Need { capture, refusals, geometry };
+
+// What a check runs with.
+struct CheckContext {
+  CheckOptions drawn;                          // the drawn checks' options, cases already this check's share
+  std::vector<std::filesystem::path> corpus;   // corpus, corpus_capture: the fixtures
+  std::int64_t geometry_points = 1000;         // geometry: random points beyond its small range
+  std::vector<std::string> only;               // large_offsets, large_batches: these named cases alone; empty: all
+};
+
+// A check: one record of the registry. The gate, `verify`, `fuzz`, the
+// GoogleTest callers and `gate --list` all take checks from it.
+struct CheckDef {
+  std::string name;
+  std::string claim;                  // one line on what it catches (`gate --list`)
+  int share_of_cases = 0;             // a drawn check's cases per 20 of fuzz's; 0: it runs its own cases whole
+  std::vector<Need> needs;
+  std::string oracle;                 // what its suite judges against; empty: the backend's oracle
+  bool claims_beyond_scores = false;  // its claim is on bits or selections, not the scores: a mismatch off
+                                      // the oracle alone is the root cause of a check before it
+  bool left_out_at_small = false;     // a gate at case size small leaves it out unless it is named (memory)
+  std::function<Suite(Backend&, const CheckContext&)> run;  // the suite; prints nothing
+};
+
+// Every check, in the order the gate runs them (checks/registry.def).
+const std::vector<CheckDef>& check_registry();
+// Throws std::invalid_argument naming the checks.
+const CheckDef& check_named(const std::string& name);
 const std::vector<std::string>& check_names();
-// One line on what a check catches, for `ctxscore gate --list`.
-std::string check_claim(const std::string& name);
+// Why `def` cannot run on `b`: its first need that `b`'s capabilities lack,
+// capture probed where `b` offers it (a raising probe is the check's to
+// report); empty when it can run.
+std::string unmet_need(const CheckDef& def, Backend& b);
+// The suite of a check that did not run on `b`, saying why.
+Suite not_run_suite(const CheckDef& def, Backend& b, const std::string& why);
+// The check named `name` over `b`: not run where a need is unmet, else its suite.
+Suite run_check(const std::string& name, Backend& b, const CheckContext& context);
 
-Suite check_fuzz(Backend& b, const CheckOptions& o);
-Suite check_repeatability(Backend& b, const CheckOptions& o);
-Suite check_batch_invariance(Backend& b, const CheckOptions& o);
-Suite check_shard_columns(Backend& b, const CheckOptions& o);
-Suite check_selection(Backend& b, const CheckOptions& o);
-Suite check_capture(Backend& b, const CheckOptions& o);
-Suite check_refusals(Backend& b, const CheckOptions& o);
-
-// Why `b` cannot record a graph here (a one-token probe returned none);
-// empty when it can. A probe that raises throws BackendError naming it.
-std::string capture_absence(Backend& b);
 // Replays `g` over `real` and judges the replay, as a call with out given,
 // against the reference's scores of the real batch at `bound`; `replayed`
 // receives what the replay wrote.
@@ -80,7 +91,8 @@ struct CorpusOptions {
   int repeat = 1;
   bool capture = false;  // through a recorded graph (out given)
   bool refusals = false;  // each fixture's call with one clause of §7 broken at a time (refusals.hpp)
-  bool print = false;    // a line per call on stdout
+  Say each_call;         // a line per call as it is judged; empty: none
+  Say say;               // progress while it runs; empty: none
   std::int64_t min_cases = -1;  // -1: every fixture in every mode
   const TimeBudget* budget = nullptr;
 };
@@ -91,17 +103,8 @@ Suite check_corpus(Backend& b, const std::vector<std::filesystem::path>& files, 
 // throws std::invalid_argument naming an input that does not exist or holds none.
 std::vector<std::filesystem::path> fixture_files(const std::vector<std::string>& inputs);
 
-// A port that answers `geometry`, against §6's formula: every point of a
-// small range, then `random_points` random ones up to 2^20 requests and blocks.
-Suite check_geometry(Backend& b, std::int64_t random_points, std::uint64_t seed);
-
-// The cases whose offsets pass 2^31, each judged where this host has the
-// memory its buffers need (three copies: the harness's, the call's, the
-// reply), else listed in not_run. `only`: those of these names.
-Suite check_large_offsets(Backend& b, const std::vector<std::string>& only = {}, const TimeBudget* budget = nullptr);
+// The names of large_offsets' cases.
 const std::vector<std::string>& large_offset_cases();
-// The registry's batch family, or the named ones of it.
-Suite check_large_batches(Backend& b, const std::vector<std::string>& only = {}, const TimeBudget* budget = nullptr);
 // Bytes of memory this host has available (MemAvailable).
 std::int64_t available_host_bytes();
 

@@ -10,6 +10,7 @@
 
 #include "ctxscore/harness/judge.hpp"
 #include "ctxscore/harness/phases.hpp"
+#include "ctxscore/wire_format.hpp"
 
 namespace ctxscore::harness {
 
@@ -40,6 +41,7 @@ struct Suite {
   std::string not_run;      // why the check could not run here; empty when it ran
   bool required = false;    // a check that must run: "not run" fails it
   std::string seed;         // the seed its cases came from, where drawn
+  std::vector<std::string> compile_keys;  // the keys its cases were drawn from, where a run held them to a few
   std::string coverage;     // a coverage floor not met, with the shares; empty when met or none
   // The check, run earlier, whose scores off the oracle this one met again
   // before it could judge its own claim (the gate's: one root cause told
@@ -75,8 +77,14 @@ struct Report {
   nlohmann::ordered_json json() const;
 };
 
-// What a run's exit status says (the command line's, and gate()'s reading of it).
-enum ExitStatus { kPassed = 0, kFailed = 1, kBadInput = 2, kInterrupted = 3, kUnavailable = 4 };
+// What a run's exit status says (the command line's, and gate()'s reading
+// of it): wire_format.json states the numbers for both languages.
+using ::ctxscore::ExitStatus;
+using ::ctxscore::kBadInput;
+using ::ctxscore::kFailed;
+using ::ctxscore::kInterrupted;
+using ::ctxscore::kPassed;
+using ::ctxscore::kUnavailable;
 // The exit status of a run that reported `r`: interrupted before anything
 // else; then a failing case; then an input that could not be judged (bad
 // input); then any other way of not passing (a floor, too few cases, a
