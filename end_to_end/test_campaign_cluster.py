@@ -4,6 +4,7 @@ launcher (a local cluster here, as on a laptop) giving the unsharded run's
 cases, verdicts and failures, its planted bug's fixture gathered."""
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -101,6 +102,7 @@ def test_a_ray_campaign_of_four_shards_is_the_unsharded_run_and_gathers_its_fixt
     assert fuzz["status"] == "FAILED" and len(fuzz["failing"]) == 4, fuzz
     for row in fuzz["failing"]:
         assert os.path.dirname(row["fixture"]) == str(gathered) and os.path.isfile(row["fixture"]), row
+        assert shlex.split(row["replay"])[3] == row["fixture"] and row["where"].startswith(row["fixture"] + " ("), row
     again = run("fixtures", "check", fuzz["failing"][0]["fixture"], "--port",
                 port_command("ctxscore.ports.numpy_port:cutoff_slack_one"))
     assert again.returncode == 1, again.stdout + again.stderr

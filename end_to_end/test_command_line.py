@@ -248,9 +248,11 @@ def test_a_nonrepeatable_port_fails_fuzz_repeat_and_its_replay_line_repeats(run,
     planted = port_command("ctxscore.ports.numpy_port:sum_order_per_call")
     once = run("fuzz", "--port", planted, "--cases", "20", "--case-size", "small")
     assert once.returncode == 0, once.stdout + once.stderr  # within the bound on every single call
-    done = run("fuzz", "--port", planted, "--cases", "200", "--seed", "1", "--case-size", "small", "--repeat", "3", "--max-failures", "1")
+    done = run("fuzz", "--port", planted, "--cases", "200", "--seed", "1", "--case-size", "small", "--repeat", "3", "--max-failures", "1",
+               "--json")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "not repeatable: call " in done.stderr, done.stderr
+    assert [row["kind"] for row in json.loads(done.stdout)["suites"][0]["failing"]] == ["not_repeatable"], done.stdout
     lines = replay_lines(done.stderr)
     assert lines and all("--repeat 3" in line for line in lines), lines
     again = run_as_printed(lines[0], ctxscore_bin, tmp_path)
@@ -274,6 +276,9 @@ def test_reports_and_failure_fixtures_name_the_toolchain(run, port_command, tmp_
     failing = suite["failing"][0]
     fixture = failing["fixture"]
     assert failing["where"] == f"{fixture} (replay: {failing['replay']})" and failing["replay_reproduces"], failing
+    assert failing["kind"] == "mismatch", failing
+    assert shlex.split(failing["replay"]) == [failing["replay_program"], "fixtures", "check", fixture,
+                                              *shlex.split(failing["replay_flags"])], failing
     assert numpy_version.search(read(fixture).toolchain), fixture
     text = run("fuzz", "--cases", "2")
     assert re.search(r"toolchain: the reference, host code built by (g\+\+|clang) ", text.stdout), text.stdout

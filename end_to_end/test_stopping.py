@@ -205,11 +205,12 @@ def test_a_hung_port_costs_one_timeout_per_failing_case_and_is_not_shrunk(ctxsco
     timeout = 3
     t0 = time.monotonic()
     done = subprocess.run([ctxscore_bin, "fuzz", "--port", port, "--cases", "50", "--case-size", "small",
-                           "--port-timeout", str(timeout), "--failures", str(tmp_path / "f")],
+                           "--port-timeout", str(timeout), "--failures", str(tmp_path / "f"), "--json"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     took = time.monotonic() - t0
     assert done.returncode == 1, done.stdout + done.stderr
     assert "a hung port: not shrunk" in done.stderr, done.stderr
+    assert [row["kind"] for row in json.loads(done.stdout)["suites"][0]["failing"]] == ["hung"], done.stdout
     assert took < 2 * timeout + 10, took  # one timeout for the case, one at most for the port's restart, then start and stop
     assert len(list((tmp_path / "f").glob("*.safetensors"))) == 1, list((tmp_path / "f").iterdir())
 

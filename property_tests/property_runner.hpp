@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ctxscore/case.hpp"
+#include "ctxscore/harness/campaign.hpp"
 #include "ctxscore/harness/judge.hpp"
 
 namespace ctxscore::test {
@@ -43,13 +44,10 @@ auto on_case(const Case& c, const std::string& backend_flags, const std::string&
 // counterexample: the case line, `verdict`, the fixture written for it.
 void fail_with_case(const Case& c, const std::string& verdict, const std::string& backend_flags);
 
-// A coverage floor: at least `share` of a property's cases fall in the edge
-// class `claim` (a gen::classify name, or one counted with gen::count_class),
-// or the property cannot reach what it claims often enough.
-struct Floor {
-  std::string claim;
-  double share;
-};
+// A property's coverage floors are the harness's (campaign.hpp): at least
+// `share` of its cases fall in the edge class `claim`, or the property
+// cannot reach what it claims often enough.
+using harness::Floor;
 
 
 // Runs `property` for `cases` successes (scaled by CTXSCORE_CASE_SCALE when

@@ -1,25 +1,14 @@
 #include "ctxscore/harness/campaign.hpp"
 
+#include "ctxscore/contents.hpp"
+
 #include <signal.h>
 #include <unistd.h>
 
 namespace ctxscore::harness {
 
-namespace {
-
-std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 std::uint64_t case_seed(std::uint64_t run_seed, const std::string& check, std::int64_t k) {
-  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the check's name
-  for (const unsigned char ch : check) h = (h ^ ch) * 0x100000001b3ull;
-  return mix(mix(run_seed) ^ mix(h + static_cast<std::uint64_t>(k)));
+  return splitmix(splitmix(run_seed) ^ splitmix(fnv1a(check) + static_cast<std::uint64_t>(k)));
 }
 
 Suite suite_for(const std::string& check, Backend& b, const std::string& oracle) {
@@ -85,7 +74,7 @@ FailureFile record_failure(const Suite& s, const Trial& t, std::uint64_t seed, B
                                t.replay_flags);
 }
 
-bool hung(const Verdict& v) { return v.error.find("(hung?)") != std::string::npos; }
+bool hung(const Verdict& v) { return v.fault == Fault::hung; }
 
 std::string redraw_line(const CampaignPlan& plan, const std::string& check, std::int64_t k) {
   if (plan.redraw.empty()) return "";

@@ -12,13 +12,6 @@ namespace ctxscore::harness {
 
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // A prototype's case with its lengths, page table and contents drawn anew:
 // the same constants and call shape, so the same compile key.
 rc::Gen<Case> genWithinKey(const Case& proto, const gen::CaseLimits& lim) {
@@ -70,7 +63,7 @@ CaseSource::CaseSource(const gen::CaseLimits& lim, std::uint64_t run_seed, std::
   lim_.forced_geometry = false;  // a key fixes CHUNK; forced chunkings would add keys
   const auto lock = generating();
   for (std::int64_t j = 0; j < max_keys; ++j) {
-    const Case proto = gen::genCase(lim_)(rc::Random(mix(run_seed ^ mix(0xC0DEull + static_cast<std::uint64_t>(j)))), 100).value();
+    const Case proto = gen::genCase(lim_)(rc::Random(splitmix(run_seed ^ splitmix(0xC0DEull + static_cast<std::uint64_t>(j)))), 100).value();
     const CompileKey key = compile_key(proto);
     if (std::find(keys_.begin(), keys_.end(), key) != keys_.end()) continue;
     keys_.push_back(key);
@@ -80,11 +73,11 @@ CaseSource::CaseSource(const gen::CaseLimits& lim, std::uint64_t run_seed, std::
 
 rc::Shrinkable<Case> CaseSource::draw(std::uint64_t case_seed, int size) const {
   if (keys_.empty()) return gen::genCase(lim_)(rc::Random(case_seed), size);
-  return draw_from_key(static_cast<std::size_t>(mix(case_seed) % keys_.size()), case_seed, size);
+  return draw_from_key(static_cast<std::size_t>(splitmix(case_seed) % keys_.size()), case_seed, size);
 }
 
 rc::Shrinkable<Case> CaseSource::draw_from_key(std::size_t j, std::uint64_t case_seed, int size) const {
-  return genWithinKey(prototypes_[j], lim_)(rc::Random(mix(case_seed ^ 0x5EEDull)), size);
+  return genWithinKey(prototypes_[j], lim_)(rc::Random(splitmix(case_seed ^ 0x5EEDull)), size);
 }
 
 std::optional<rc::Shrinkable<Case>> CaseSource::draw_negative_row(std::uint64_t case_seed, int size) const {
@@ -94,7 +87,7 @@ std::optional<rc::Shrinkable<Case>> CaseSource::draw_negative_row(std::uint64_t 
     c = gen::genCase(lim_)(rc::Random(case_seed), size).value();
     c.rank %= std::min(c.world, c.global());  // no key to keep: a rank that owns a block
   } else {
-    const std::size_t first = static_cast<std::size_t>(mix(case_seed) % keys_.size());
+    const std::size_t first = static_cast<std::size_t>(splitmix(case_seed) % keys_.size());
     std::size_t j = first;
     while (!writes(prototypes_[j]))
       if ((j = (j + 1) % keys_.size()) == first) return std::nullopt;
@@ -102,7 +95,7 @@ std::optional<rc::Shrinkable<Case>> CaseSource::draw_negative_row(std::uint64_t 
   }
   // Request i's last token sees position 0 of block `rank` alone; the
   // earlier tokens see none of it (−inf), and its later blocks are past reach.
-  const std::int64_t i = static_cast<std::int64_t>(mix(case_seed ^ 0x1EA5ull) % static_cast<std::uint64_t>(c.batch()));
+  const std::int64_t i = static_cast<std::int64_t>(splitmix(case_seed ^ 0x1EA5ull) % static_cast<std::uint64_t>(c.batch()));
   c.seq_lens[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(c.rank * kBlockTokens + 1);
   const std::int32_t wild[] = {INT32_MIN, -1, static_cast<std::int32_t>(c.pages), INT32_MAX};
   for (std::int64_t b = c.rank + 1; b < c.table_width; ++b) c.table_entry(i, b) = wild[b % 4];
@@ -115,7 +108,7 @@ std::optional<rc::Shrinkable<Case>> CaseSource::draw_negative_row(std::uint64_t 
     return static_cast<double>(static_cast<float>(Eigen::numext::bit_cast<bf16>(content_bits(c.seed, s, static_cast<std::uint64_t>(e)))));
   };
   for (std::uint64_t attempt = 0; attempt < 64; ++attempt) {
-    c.seed = static_cast<std::uint32_t>(mix(case_seed ^ mix(0xA11Eull + attempt)));
+    c.seed = static_cast<std::uint32_t>(splitmix(case_seed ^ splitmix(0xA11Eull + attempt)));
     for (std::int64_t h = 0; h < c.heads; ++h) {
       double dot = 0;
       for (std::int64_t d = 0; d < kHeadDim; ++d)

@@ -47,9 +47,9 @@ Verdict judge_rebatched(Backend& backend, const Case& c, const Rebatching& r, Ou
   // named beside it), not the second, whose call was judged last.
   if (n > 0) v.spec = first.spec;
   if (n > 0)
-    v.invariance = "batch-dependent: " + std::to_string(n) + " of request " + std::to_string(r.from) +
+    v.fail(Fault::batch_dependent, "batch-dependent: " + std::to_string(n) + " of request " + std::to_string(r.from) +
                    "'s elements differ when the batch " + r.how + " (now request " + std::to_string(r.to) + "); first at " +
-                   first_at;
+                   first_at);
   return v;
 }
 

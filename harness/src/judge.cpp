@@ -50,9 +50,9 @@ std::optional<Scored> call(Verdict& v, Backend& b, HostCase& host) {
   try {
     return b.score(host, v.out);
   } catch (const ContractError& e) {
-    v.error = std::string("rejected the call (") + clause_name(e.clause()) + "): " + e.what();
+    v.fail(Fault::raised, std::string("rejected the call (") + clause_name(e.clause()) + "): " + e.what());
   } catch (const std::exception& e) {
-    v.error = e.what();
+    v.fail(fault_of(e), e.what());
   }
   return std::nullopt;
 }
@@ -73,11 +73,11 @@ void run_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expecte
       const std::optional<Scored> again = call(v, b, host);
       if (!again) return;
       const std::string d = bits_differ(first, written_scores(*again, host), host.spec);
-      if (!d.empty()) v.invariance = "not repeatable: call " + std::to_string(k) + " of " + std::to_string(repeat) + ": " + d;
+      if (!d.empty()) v.fail(Fault::not_repeatable, "not repeatable: call " + std::to_string(k) + " of " + std::to_string(repeat) + ": " + d);
     }
     if (scores != nullptr) *scores = std::move(first);
   } catch (const BackendError& e) {
-    v.error = e.what();
+    v.fail(fault_of(e), e.what());
   }
 }
 
@@ -96,12 +96,12 @@ void replay_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expe
   try {
     const auto graph = b.capture(recorded, host.spec.max_seq_len);
     if (!graph) {
-      v.error = b.name() + " records no graph (a port's hello must offer `capture`)";
+      v.fail(Fault::raised, b.name() + " records no graph (a port's hello must offer `capture`)");
       return;
     }
     judge_scored(v, host, before, graph->replay(host), expected);
   } catch (const std::exception& e) {
-    v.error = std::string("capture or replay raised: ") + e.what();
+    v.fail(fault_of(e), std::string("capture or replay raised: ") + e.what());
   }
 }
 
@@ -117,12 +117,12 @@ void judge_scored(Verdict& v, const HostCase& host, const std::vector<float>& be
   const PhaseClock clock(Phase::judge);
   v.shape = s.shape;
   const auto size_error = [&](const char* what, std::size_t got, std::size_t want) {
-    v.error = std::string("returned ") + what + " of " + std::to_string(got) + " elements, expected " +
-              std::to_string(want);
+    v.fail(Fault::raised, std::string("returned ") + what + " of " + std::to_string(got) + " elements, expected " +
+                              std::to_string(want));
   };
   if (v.out == OutMode::given) {
     if (s.fresh) {
-      v.error = "scored into a fresh buffer although the given out fits";
+      v.fail(Fault::raised, "scored into a fresh buffer although the given out fits");
       return;
     }
     if (s.out.size() != before.size()) return size_error("an out allocation", s.out.size(), before.size());
@@ -130,7 +130,7 @@ void judge_scored(Verdict& v, const HostCase& host, const std::vector<float>& be
     return;
   }
   if (!s.fresh) {
-    v.error = std::string("returned no fresh scores for a call with out ") + out_mode_name(v.out);
+    v.fail(Fault::raised, std::string("returned no fresh scores for a call with out ") + out_mode_name(v.out));
     return;
   }
   v.report = compare_fresh(expected, s.fresh->data(), static_cast<std::int64_t>(s.fresh->size()));
@@ -196,6 +196,33 @@ std::string shell_quoted(const std::string& s) {
   return q + "'";
 }
 
+const char* fault_name(Fault f) {
+  switch (f) {
+    case Fault::none: return "mismatch";
+    case Fault::raised: return "raised";
+    case Fault::hung: return "hung";
+    case Fault::out_of_contract: return "out_of_contract";
+    case Fault::not_repeatable: return "not_repeatable";
+    case Fault::batch_dependent: return "batch_dependent";
+    case Fault::shard_mismatch: return "shard_mismatch";
+    case Fault::selection: return "selection";
+    case Fault::replay_differs: return "replay_differs";
+    case Fault::refusal: return "refusal";
+    case Fault::geometry: return "geometry";
+    case Fault::untested: return "untested";
+  }
+  return "unknown";
+}
+
+Fault fault_of(const std::exception& e) { return dynamic_cast<const BackendHung*>(&e) ? Fault::hung : Fault::raised; }
+
+void Verdict::fail(Fault f, const std::string& details) {
+  fault = f;
+  const bool across_calls = f == Fault::not_repeatable || f == Fault::batch_dependent || f == Fault::shard_mismatch ||
+                            f == Fault::selection || f == Fault::replay_differs;
+  (across_calls ? invariance : error) = details;
+}
+
 std::string Verdict::str() const {
   std::ostringstream s;
   s << (ok() ? "ok" : "FAIL") << " [" << backend << " vs " << oracle << ", out " << out_mode_name(out);
@@ -243,11 +270,15 @@ Verdict judged(Backend& backend, HostCase& host, const JudgeOptions& options, st
   try {
     expected = oracle_scores(backend.oracle(), host);
   } catch (const ContractError& e) {
-    v.error = std::string("the case itself breaks the contract (") + clause_name(e.clause()) + "): " + e.what();
+    v.fail(Fault::out_of_contract, std::string("the case itself breaks the contract (") + clause_name(e.clause()) + "): " + e.what());
     return v;
   }
   if (options.refusals) {
-    v.error = judge_refusals(backend, host);
+    try {
+      if (std::string why = judge_refusals(backend, host); !why.empty()) v.fail(Fault::refusal, why);
+    } catch (const BackendHung& e) {
+      v.fail(Fault::hung, e.what());
+    }
     return v;
   }
   run_into(v, backend, host, expected, options.repeat, scores);
@@ -288,7 +319,11 @@ Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& op
   v.oracle = "the fixture's expectation";
   HostCase host = f.host();
   if (options.refusals) {
-    v.error = judge_refusals(backend, host);
+    try {
+      if (std::string why = judge_refusals(backend, host); !why.empty()) v.fail(Fault::refusal, why);
+    } catch (const BackendHung& e) {
+      v.fail(Fault::hung, e.what());
+    }
   } else if (options.capture) {
     if (options.out != OutMode::given || options.repeat != 1)
       throw std::invalid_argument("a replay is one call with out given: capture takes neither another out mode nor repeats");
@@ -312,13 +347,17 @@ void set_replay_program(const std::string& program) { replay_program_setting() =
 const std::string& replay_program() { return replay_program_setting(); }
 
 FailureFile with_replay_line(const std::string& path, const std::string& backend_flags, bool one_call) {
-  return {path, shell_quoted(replay_program()) + " fixtures check " + shell_quoted(path) + " " + backend_flags, one_call, ""};
+  return {path, replay_program(), backend_flags, one_call, ""};
+}
+
+std::string FailureFile::replay() const {
+  return path.empty() ? "" : shell_quoted(program) + " fixtures check " + shell_quoted(path) + " " + flags;
 }
 
 std::string FailureFile::str() const {
   if (!not_written.empty()) return "not written: " + not_written;
   if (path.empty()) return "";
-  return path + (one_call ? " (one call again: " : " (replay: ") + replay + ")";
+  return path + (one_call ? " (one call again: " : " (replay: ") + replay() + ")";
 }
 
 std::string failure_dir_problem() {

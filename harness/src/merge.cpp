@@ -79,10 +79,12 @@ Suite suite_from_json(const json& j, const std::string& where) {
     r.name = text(f, "name", at);
     r.message = text(f, "message", at);
     r.where.path = text(f, "fixture", at);
-    r.where.replay = text(f, "replay", at);
+    r.where.program = text(f, "replay_program", at);
+    r.where.flags = text(f, "replay_flags", at);
     r.where.one_call = !r.where.path.empty() && !flag(f, "replay_reproduces", at);
     r.where.not_written = text(f, "not_written", at);
     r.spec = text(f, "case", at);
+    r.kind = text(f, "kind", at);
     r.error = flag(f, "error", at);
     r.off_the_oracle = flag(f, "off_the_oracle", at);
     s.rows.push_back(std::move(r));

@@ -73,8 +73,10 @@ PipelineVerdict judge_pipeline(Backend& b, const Case& c, const std::vector<OutM
     }
   } catch (const ContractError& e) {
     v.error = std::string("rejected the call (") + clause_name(e.clause()) + "): " + e.what();
+    v.error_fault = Fault::raised;
   } catch (const std::exception& e) {
     v.error = e.what();
+    v.error_fault = fault_of(e);
   }
   return v;
 }

@@ -429,7 +429,7 @@ class Child {
       pollfd pfd{to_, POLLOUT, 0};
       const int r = poll(&pfd, 1, ms_left(deadline));
       if (r == 0)
-        throw BackendError("port: did not read its request within the timeout of " + decimal(deadline.seconds) + " s (hung?); " + state());
+        throw BackendHung("port: did not read its request within the timeout of " + decimal(deadline.seconds) + " s (hung?); " + state());
       if (r < 0 && errno == EINTR) {
         throw_if_stopped();
         continue;
@@ -451,7 +451,7 @@ class Child {
       pollfd pfd{from_, POLLIN, 0};
       const int r = poll(&pfd, 1, ms_left(deadline));
       if (r == 0)
-        throw BackendError("port: no reply within " + decimal(deadline.seconds) + " s (hung?), waiting for " + what + " (" + std::to_string(got) + " of " + std::to_string(n) +
+        throw BackendHung("port: no reply within " + decimal(deadline.seconds) + " s (hung?), waiting for " + what + " (" + std::to_string(got) + " of " + std::to_string(n) +
                            " bytes came); " + state());
       if (r < 0 && errno == EINTR) {
         throw_if_stopped();

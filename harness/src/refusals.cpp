@@ -251,7 +251,10 @@ bool same_storages(const RawCall& a, const RawCall& b, std::string& which) {
   return true;
 }
 
+// A backend that hung is no refusal verdict: the exception goes on to the
+// caller, which records it as hung.
 std::string call_failed(const std::string& what, const std::exception& e) {
+  if (dynamic_cast<const BackendHung*>(&e)) throw BackendHung(what + ": " + e.what());
   return what + ": the backend misbehaved: " + e.what();
 }
 

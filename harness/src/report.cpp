@@ -8,11 +8,13 @@
 
 namespace ctxscore::harness {
 
-std::uint64_t fingerprint(const Case& c) {
+std::uint64_t fnv1a(const std::string& text) {
   std::uint64_t h = 0xcbf29ce484222325ull;
-  for (const unsigned char ch : c.str()) h = (h ^ ch) * 0x100000001b3ull;
+  for (const unsigned char ch : text) h = (h ^ ch) * 0x100000001b3ull;
   return h;
 }
+
+std::uint64_t fingerprint(const Case& c) { return fnv1a(c.str()); }
 
 void Suite::add(const std::string& row, const Verdict& v, const FailureFile& where) {
   stats.add(v);
@@ -23,12 +25,12 @@ void Suite::add(const std::string& row, const Verdict& v, const FailureFile& whe
     if (const std::string why = explain_first_mismatch(v); !why.empty()) message += "\n  " + why;
   }
   rows.push_back({row, v.ok(), message, where, v.ok() ? "" : v.spec.str(), false,
-                  !v.ok() && v.error.empty() && v.invariance.empty()});
+                  !v.ok() && v.error.empty() && v.invariance.empty(), v.ok() ? "" : fault_name(v.fault)});
 }
 
 void Suite::add_error(const std::string& row, const std::string& message) {
   ++errors;
-  rows.push_back({row, false, message, {}, "", true});
+  rows.push_back({row, false, message, {}, "", true, false, "input"});
 }
 
 bool Suite::too_few() const { return not_run.empty() && stats.cases < min_cases; }
@@ -156,8 +158,8 @@ nlohmann::ordered_json Report::json() const {
     for (const Row& r : s.rows)
       if (!r.ok)
         failing.push_back({{"name", r.name}, {"message", r.message}, {"where", r.where.str()}, {"fixture", r.where.path},
-                           {"replay", r.where.replay}, {"replay_reproduces", !r.where.path.empty() && !r.where.one_call},
-                           {"not_written", r.where.not_written}, {"case", r.spec}, {"error", r.error},
+                           {"replay", r.where.replay()}, {"replay_program", r.where.program}, {"replay_flags", r.where.flags}, {"replay_reproduces", !r.where.path.empty() && !r.where.one_call},
+                           {"not_written", r.where.not_written}, {"case", r.spec}, {"kind", r.kind}, {"error", r.error},
                            {"off_the_oracle", r.off_the_oracle}});
     j["suites"].push_back({{"suite", s.name}, {"backend", s.backend}, {"oracle", s.oracle}, {"toolchain", s.toolchain},
                            {"calls", s.stats.cases + s.errors}, {"failures", s.stats.failures}, {"errors", s.errors},

@@ -58,13 +58,18 @@ def run_shard(gate_args, k, n, seed):
 
 
 def gathered(result, failures_dir):
-    """The shard's report with each fixture path moved from the shard's node into `failures_dir`."""
-    text = result["report"]
-    for name in result["fixtures"]:
-        old = os.path.join(result["failures_dir"], name)
-        new = os.path.join(failures_dir, name)
-        text = text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1])
-    return text
+    """The shard's report with each fixture moved from the shard's node into
+    `failures_dir`: a failing row's `fixture` field is rewritten, and the
+    lines made from it (`replay`, `where`) are left out, for `ctxscore
+    merge` composes them again from the fields."""
+    report = json.loads(result["report"])
+    moved = {os.path.join(result["failures_dir"], name): os.path.join(failures_dir, name) for name in result["fixtures"]}
+    for suite in report["suites"]:
+        for row in suite["failing"]:
+            if row["fixture"] in moved:
+                row["fixture"] = moved[row["fixture"]]
+                del row["replay"], row["where"]
+    return json.dumps(report, indent=2)
 
 
 def main(argv=None):

@@ -49,7 +49,7 @@ Verdict raised(const Case& c, const std::string& what, const std::exception& e) 
   v.spec = c;
   v.backend = "replay";
   v.oracle = oracle_name(Oracle::reference);
-  v.error = what + ": " + e.what();
+  v.fail(fault_of(e), what + ": " + e.what());
   return v;
 }
 
@@ -66,7 +66,7 @@ Verdict judge_replay(CapturedScore& g, Case real, std::int64_t bound, Scored* re
   try {
     s = g.replay(host);
   } catch (const std::exception& e) {
-    v.error = std::string("replay raised: ") + e.what();
+    v.fail(fault_of(e), std::string("replay raised: ") + e.what());
     return v;
   }
   real.max_seq_len = bound;
@@ -80,6 +80,9 @@ namespace {
 
 Suite run(Backend& b, const CheckContext& x) {
   const CheckOptions& o = x.drawn;
+  JudgeOptions through_graph;
+  through_graph.capture = true;
+  const std::string flags = replay_flags(b, through_graph);
   Suite absent = suite_for("capture", b, oracle_name(Oracle::reference));
   try {
     absent.not_run = capture_absence(b);
@@ -87,13 +90,11 @@ Suite run(Backend& b, const CheckContext& x) {
     Verdict v;
     v.spec = CaseBuilder("capture_probe").lens({1}).build();
     v.backend = b.name();
-    v.error = e.what();
-    absent.add("the capture probe", v, write_failure_fixture(v.spec, FailureRecord{"capture", 0, std::nullopt, false, b.toolchain()},
-                                                            b.replay_flags() + " --capture"));
+    v.fail(fault_of(e), e.what());
+    absent.add("the capture probe", v, write_failure_fixture(v.spec, FailureRecord{"capture", 0, std::nullopt, false, b.toolchain()}, flags));
     return absent;
   }
   if (!absent.not_run.empty()) return absent;
-  const std::string flags = b.replay_flags() + " --capture";
   CampaignSteps<CaptureDraw> steps;
   steps.check = "capture";
   steps.draw = [](std::uint64_t seed, int size) {
@@ -132,14 +133,14 @@ Suite run(Backend& b, const CheckContext& x) {
         return Trial{raised(d.reals[k], "plain call raised", e), flags};
       }
       if (b_out.size() != replayed.out.size()) {
-        v.invariance = "the replay's out holds " + std::to_string(replayed.out.size()) + " elements, a plain call's " +
-                       std::to_string(b_out.size());
+        v.fail(Fault::replay_differs, "the replay's out holds " + std::to_string(replayed.out.size()) +
+                                          " elements, a plain call's " + std::to_string(b_out.size()));
         return Trial{v, flags};
       }
       for (std::size_t e = 0; e < b_out.size(); ++e)
         if (float_bits(b_out[e]) != float_bits(replayed.out[e])) {
-          v.invariance = "the replay and a plain call differ at element " + std::to_string(e) + " of out: " +
-                         std::to_string(replayed.out[e]) + " vs " + std::to_string(b_out[e]);
+          v.fail(Fault::replay_differs, "the replay and a plain call differ at element " + std::to_string(e) + " of out: " +
+                         std::to_string(replayed.out[e]) + " vs " + std::to_string(b_out[e]));
           return Trial{v, flags};
         }
     }

@@ -33,12 +33,12 @@ Suite run(Backend& b, const CheckContext& x) {
     try {
       const PortGeometry got = port->geometry(batch, bound, world, heads, ql);
       if (got.chunk_count != want.chunks || got.chunk != want.chunk || got.grid_x != want.grid_x || got.grid_y != want.grid_y)
-        v.error = "launches chunk count " + std::to_string(got.chunk_count) + ", CHUNK " + std::to_string(got.chunk) +
+        v.fail(Fault::geometry, "launches chunk count " + std::to_string(got.chunk_count) + ", CHUNK " + std::to_string(got.chunk) +
                   ", grid " + std::to_string(got.grid_x) + "x" + std::to_string(got.grid_y) + "; the contract gives " +
                   std::to_string(want.chunks) + ", " + std::to_string(want.chunk) + ", " + std::to_string(want.grid_x) +
-                  "x" + std::to_string(want.grid_y) + " (" + row + ")";
+                  "x" + std::to_string(want.grid_y) + " (" + row + ")");
     } catch (const std::exception& e) {
-      v.error = e.what();
+      v.fail(fault_of(e), e.what());
     }
     s.add(row, v, {});
     return v.ok();

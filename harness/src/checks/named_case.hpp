@@ -14,7 +14,7 @@ inline Verdict judge_named_case(Suite& s, Backend& b, const Case& c, const std::
   JudgeOptions o;
   o.write_failure = true;
   Verdict v = run_and_judge(b, c, o);
-  if (v.ok() && v.report.written_finite == 0) v.error = "the case wrote no finite score: " + untested;
+  if (v.ok() && v.report.written_finite == 0) v.fail(Fault::untested, "the case wrote no finite score: " + untested);
   s.add(row, v, v.fixture);
   ++s.min_cases;
   return v;

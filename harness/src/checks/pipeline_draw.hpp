@@ -24,14 +24,14 @@ inline rc::Gen<PipelineDraw> genPipelineDraw(const gen::CaseLimits& lim, bool se
 }
 
 // The pipeline verdict as a Verdict of the case: an error where a call
-// raised, else `failed` (the check's own claim) as its invariance.
-inline Trial pipeline_trial(Backend& b, const PipelineDraw& d, const PipelineVerdict& pv, bool failed) {
+// raised, else `failed` (the check's own claim, of kind `claim`).
+inline Trial pipeline_trial(Backend& b, const PipelineDraw& d, const PipelineVerdict& pv, bool failed, Fault claim) {
   Verdict v;
   v.spec = d.c;
   v.backend = b.name();
   v.oracle = oracle_name(Oracle::reference);
-  if (!pv.error.empty()) v.error = pv.error;
-  else if (failed) v.invariance = pv.str();
+  if (!pv.error.empty()) v.fail(pv.error_fault, pv.error);
+  else if (failed) v.fail(claim, pv.str());
   return Trial{v, b.replay_flags()};
 }
 

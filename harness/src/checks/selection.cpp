@@ -57,7 +57,7 @@ Suite run(Backend& b, const CheckContext& x) {
     totals->matched += pv.higher.matched;
     totals->worst = std::min(totals->worst, pv.higher.worst_margin);
     gen::count_class(kMostRowsDecidedFloor.claim, pv.error.empty() && RowsDecided{pv.higher.rows, pv.higher.decided}.most());
-    return checks::pipeline_trial(b, d, pv, !pv.higher.ok() || !pv.lower.ok());
+    return checks::pipeline_trial(b, d, pv, !pv.higher.ok() || !pv.lower.ok(), Fault::selection);
   };
   steps.draw_in = [lim](std::uint64_t seed, int size, const std::string&) {
     return std::optional<rc::Shrinkable<checks::PipelineDraw>>(draw_most_rows_decided(lim, seed, size));

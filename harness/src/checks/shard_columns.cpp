@@ -19,7 +19,7 @@ Suite run(Backend& b, const CheckContext& x) {
   steps.draw = [lim](std::uint64_t seed, int size) { return checks::genPipelineDraw(lim, false)(rc::Random(seed), size); };
   steps.judge = [&b](const checks::PipelineDraw& d) {
     const PipelineVerdict pv = judge_pipeline(b, d.c, d.modes);
-    return checks::pipeline_trial(b, d, pv, !pv.shard_mismatch.empty());
+    return checks::pipeline_trial(b, d, pv, !pv.shard_mismatch.empty(), Fault::shard_mismatch);
   };
   steps.classify = [](const checks::PipelineDraw& d) { gen::classify(d.c); };
   steps.smaller = [](const checks::PipelineDraw& d) {

@@ -47,6 +47,14 @@ class BackendError : public std::runtime_error {
   explicit BackendError(const std::string& what) : std::runtime_error(spelled_nul(what)) {}
 };
 
+// A backend that did not answer within its time limit (a port that hung):
+// a verdict records it as such, and a campaign does not shrink it (each
+// step would cost a timeout).
+class BackendHung : public BackendError {
+ public:
+  using BackendError::BackendError;
+};
+
 // The machine lacks what a backend needs (a port exited with
 // kDeviceUnavailableExit before its hello: its device cannot be opened).
 // An error of the environment, never a verdict on the implementation: like

@@ -23,12 +23,12 @@
 
 namespace ctxscore::harness {
 
-// A coverage floor, met by construction: `share` of a campaign's cases, a
-// stratum chosen by the case's index alone, are drawn on purpose to fall in
-// the edge class `claim` (a gen::classify name, or one counted with
-// gen::count_class). The floor fails only where a case drawn so misses its
-// class: a shortfall of the case source, never of the backend, and never
-// luck.
+// A coverage floor: `share` of a run's cases fall in the edge class `claim`
+// (a gen::classify name, or one counted with gen::count_class). A campaign
+// meets it by construction: that share of its cases, a stratum chosen by
+// the case's index alone, are drawn on purpose to fall in the class, and
+// the floor fails only where a case drawn so misses it: a shortfall of the
+// case source, never of the backend, and never luck.
 struct Floor {
   std::string claim;
   double share;
@@ -137,7 +137,7 @@ Trial shrink(const CampaignSteps<T>& steps, rc::Shrinkable<T> failing, Trial fou
   const auto fails = [&](const T& candidate, Trial& into) {
     ++calls;
     Trial t = steps.judge(candidate);
-    if (t.verdict.ok() || t.verdict.error.rfind("the case itself breaks the contract", 0) == 0) return false;
+    if (t.verdict.ok() || t.verdict.fault == Fault::out_of_contract) return false;
     into = t;
     return true;
   };

@@ -42,13 +42,36 @@ HostCase laid_out(const Case& c);
 // as data (the JSON report's `fixture`, `replay`, `replay_reproduces`).
 struct FailureFile {
   std::string path;         // absolute; empty where none was written
-  std::string replay;       // PROGRAM fixtures check PATH FLAGS
+  std::string program;      // the harness binary that judges it again
+  std::string flags;        // the backend and how the call is judged (replay_flags)
   bool one_call = false;    // the line judges one call of a claim that takes several, which may pass
   std::string not_written;  // why none was written
   bool empty() const { return path.empty() && not_written.empty(); }
+  // PROGRAM fixtures check PATH FLAGS, composed from the fields; "" without a path.
+  std::string replay() const;
   // "PATH (replay: LINE)", "PATH (one call again: LINE)", "not written: WHY" or "".
   std::string str() const;
 };
+
+// What kind of failure a verdict records beyond its compare report's
+// mismatches: data the harness acts on, never read back from the text.
+enum class Fault {
+  none,             // the compare report decides (mismatch kinds: compare.hpp)
+  raised,           // the backend raised, crashed, rejected a valid call or returned something unusable
+  hung,             // the backend did not answer in time
+  out_of_contract,  // the case itself breaks the contract: no verdict on the backend
+  not_repeatable,   // the same call gave other bits
+  batch_dependent,  // a request's rows changed with its batch
+  shard_mismatch,   // a rank's column is not bitwise its world-1 column
+  selection,        // the merged top-k is not the reference's
+  replay_differs,   // a graph's replay and a plain call differ
+  refusal,          // a call breaking a clause was not refused cleanly, or a valid call was refused
+  geometry,         // the launch geometry reported is not the contract's
+  untested,         // the case passed without testing what it exists for
+};
+const char* fault_name(Fault f);
+// The fault an exception caught from a backend is: hung or raised.
+Fault fault_of(const std::exception& e);
 
 struct Verdict {
   Case spec;
@@ -56,10 +79,15 @@ struct Verdict {
   std::string backend, oracle;
   CompareReport report;
   std::string shape;    // Scored::shape
-  std::string error;       // the backend raised or misbehaved; empty otherwise
-  std::string invariance;  // a repeated or rebatched call that changed bits; empty otherwise
+  Fault fault = Fault::none;
+  std::string error;       // what the call's fault was (raised, hung, ...); empty otherwise
+  std::string invariance;  // what a claim across calls found (not repeatable, ...); empty otherwise
   FailureFile fixture;     // where the failing case was written (with its replay line), or why it was not
   bool ok() const { return error.empty() && invariance.empty() && report.ok(); }
+  // Records a fault and what it was: a claim across calls (not repeatable,
+  // batch-dependent, shard mismatch, selection, replay differs) into
+  // `invariance`, every other into `error`.
+  void fail(Fault f, const std::string& details);
   std::string str() const;  // one line: verdict, out mode, report or error
 };
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ctxscore/harness/backend.hpp"
+#include "ctxscore/harness/judge.hpp"
 #include "ctxscore/selection.hpp"
 
 namespace ctxscore::harness {
@@ -16,6 +17,7 @@ namespace ctxscore::harness {
 struct PipelineVerdict {
   Case spec;
   std::string error;           // a backend raised or returned something unusable
+  Fault error_fault = Fault::none;  // raised or hung, where `error` says what
   std::string shard_mismatch;  // the first column that is not bitwise its world-1 column
   std::int64_t columns = 0;    // written (rank, row, slot) columns compared, all heads each
   SelectionCheck higher, lower;  // the merged selection under each tie rule

@@ -55,7 +55,7 @@ struct CallOutcome {
 
 // The refusals of one case: its valid call must be scored, each breach
 // refused with every storage unchanged. "" when all hold, else what failed,
-// naming the clause.
+// naming the clause. A backend that hangs throws BackendHung.
 class Backend;
 std::string judge_refusals(Backend& b, HostCase& host);
 

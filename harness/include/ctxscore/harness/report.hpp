@@ -22,6 +22,7 @@ struct Row {
   std::string spec;      // the case line (the shrunk one for a failing drawn case)
   bool error = false;    // an input that could not be judged, not a failing backend
   bool off_the_oracle = false;  // failed as scores off the oracle's (not a raised error, nor bits that changed between calls)
+  std::string kind;      // a failing row's fault (fault_name: mismatch, raised, hung, not_repeatable, ...); "" when it passed
 };
 
 struct Suite {
@@ -91,6 +92,8 @@ using ::ctxscore::kUnavailable;
 // required check or backend that did not run).
 ExitStatus exit_status(const Report& r);
 
+// A stable hash of text (FNV-1a, 64 bits).
+std::uint64_t fnv1a(const std::string& text);
 // A stable fingerprint of a case (FNV-1a of its one-line spec).
 std::uint64_t fingerprint(const Case& c);
 
