@@ -20,11 +20,6 @@ namespace ctxscore::harness {
 
 namespace {
 
-std::string& failure_dir_flag() {
-  static std::string dir;
-  return dir;
-}
-
 // Where two calls' dense scores differ in their bits: "" when nowhere, else
 // how many elements and the first, by request, token, head and slot.
 std::string bits_differ(const std::vector<float>& first, const std::vector<float>& again, const Case& c) {
@@ -143,58 +138,6 @@ void judge_scored(Verdict& v, const HostCase& host, const std::vector<float>& be
 namespace {
 std::string out_mode_flags(OutMode m) { return m == OutMode::given ? "" : std::string(" --out-mode ") + out_mode_name(m); }
 }  // namespace
-
-std::size_t utf8_char_length(const std::string& s, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char b = byte(i);
-  const std::size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  std::uint32_t cp = n == 1 ? b : n == 2 ? b & 0x1F : n == 3 ? b & 0x0F : b & 0x07;
-  for (std::size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = cp << 6 | (byte(i + k) & 0x3F);
-  }
-  const std::uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF) return 0;
-  return n;
-}
-
-std::string printable(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (std::size_t i = 0; i < s.size();) {
-    const auto u = static_cast<unsigned char>(s[i]);
-    const std::size_t n = utf8_char_length(s, i);
-    if (n == 0 || u < 0x20 || u == 0x7f) {
-      char esc[5];
-      std::snprintf(esc, sizeof esc, "\\x%02x", u);
-      o += esc;
-      ++i;
-    } else {
-      o.append(s, i, n);
-      i += n;
-    }
-  }
-  return o;
-}
-
-std::string printable_lines(const std::string& text, const std::string& joint) {
-  std::string out;
-  std::size_t from = 0;
-  for (std::size_t nl; (nl = text.find('\n', from)) != std::string::npos; from = nl + 1)
-    out += printable(text.substr(from, nl - from)) + joint;
-  return out + printable(text.substr(from));
-}
-
-std::string shell_quoted(const std::string& s) {
-  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("/._-+=:,@%", c) != nullptr;
-  });
-  if (plain) return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 const char* fault_name(Fault f) {
   switch (f) {
@@ -332,89 +275,6 @@ Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& op
     run_into(v, backend, host, f.oracle(), options.repeat, nullptr);
   }
   return v;
-}
-
-namespace {
-
-std::string& replay_program_setting() {
-  static std::string program = "ctxscore";
-  return program;
-}
-
-}  // namespace
-
-void set_replay_program(const std::string& program) { replay_program_setting() = program; }
-const std::string& replay_program() { return replay_program_setting(); }
-
-FailureFile with_replay_line(const std::string& path, const std::string& backend_flags, bool one_call) {
-  return {path, replay_program(), backend_flags, one_call, ""};
-}
-
-std::string FailureFile::replay() const {
-  return path.empty() ? "" : shell_quoted(program) + " fixtures check " + shell_quoted(path) + " " + flags;
-}
-
-std::string FailureFile::str() const {
-  if (!not_written.empty()) return "not written: " + not_written;
-  if (path.empty()) return "";
-  return path + (one_call ? " (one call again: " : " (replay: ") + replay() + ")";
-}
-
-std::string failure_dir_problem() {
-  const std::filesystem::path dir = failure_dir();
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return printable(dir.string()) + ": cannot be made (" + ec.message() + "); expected a folder failing cases can be written into";
-  const std::filesystem::path probe = dir / ".ctxscore-write-probe";
-  std::FILE* f = std::fopen(probe.c_str(), "wb");
-  if (!f) return printable(dir.string()) + ": cannot be written into (" + std::strerror(errno) + "); expected a folder failing cases can be written into";
-  std::fclose(f);
-  std::filesystem::remove(probe, ec);
-  return "";
-}
-
-std::string failure_dir() {
-  if (!failure_dir_flag().empty()) return failure_dir_flag();
-  const char* env = std::getenv(kFailureDirVariable);
-  return env && *env ? env : kFailureDirDefault;
-}
-
-void set_failure_dir(const std::string& dir) { failure_dir_flag() = dir; }
-
-std::string FailureRecord::file_name() const {
-  std::string name = found_by + "_seed" + std::to_string(seed) + (out ? std::string("_out_") + out_mode_name(*out) : "") +
-                     (shrunk ? "_shrunk" : "") + ".safetensors";
-  std::replace_if(name.begin(), name.end(), [](char ch) { return ch == '/' || ch == ' '; }, '_');
-  return name;
-}
-
-namespace {
-
-FailureFile write_failure(const std::function<Fixture()>& make, const FailureRecord& record,
-                          const std::string& backend_flags) {
-  try {
-    const std::filesystem::path dir = std::filesystem::absolute(failure_dir());
-    std::filesystem::create_directories(dir);
-    const std::string path = (dir / record.file_name()).string();
-    Fixture f = make();
-    f.toolchain = record.toolchain;
-    write_fixture(path, f);
-    return with_replay_line(path, backend_flags, record.one_call);
-  } catch (const std::exception& e) {
-    FailureFile none;
-    none.not_written = e.what();
-    return none;
-  }
-}
-
-}  // namespace
-
-FailureFile write_failure_fixture(const Case& c, const FailureRecord& record, const std::string& backend_flags) {
-  return write_failure([&] { return make_fixture(c); }, record, backend_flags);
-}
-
-FailureFile write_failure_fixture(const HostCase& host, const FailureRecord& record, const std::string& backend_flags) {
-  return write_failure([&] { return make_fixture(host); }, record, backend_flags);
 }
 
 void JudgeStats::add(const Verdict& v) {

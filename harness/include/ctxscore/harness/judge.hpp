@@ -13,6 +13,7 @@
 #include "ctxscore/compare.hpp"
 #include "ctxscore/fixture.hpp"
 #include "ctxscore/harness/backend.hpp"
+#include "ctxscore/harness/text.hpp"
 
 namespace ctxscore::harness {
 
@@ -116,15 +117,6 @@ Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& op
 // The flags that select the backend and the options again on a command line
 // (the out mode, where not given; the repeat count, where more than one).
 std::string replay_flags(const Backend& backend, const JudgeOptions& options);
-// `s` with control bytes (and DEL) and bytes of no valid UTF-8 character
-// escaped as \xNN: text from a fixture or a port is shown on a terminal only so.
-std::string printable(const std::string& s);
-// Each line of `text` made printable, joined by `joint`.
-std::string printable_lines(const std::string& text, const std::string& joint);
-// The length of the valid UTF-8 character (an XML 1.0 one) at s[i]; 0 when there is none.
-std::size_t utf8_char_length(const std::string& s, std::size_t i);
-// `s` as one word for /bin/sh: as it is when that is safe, else single-quoted.
-std::string shell_quoted(const std::string& s);
 
 // The command a replay line starts with: "ctxscore" unless set; the CLI
 // sets its own absolute path, so that a line runs as printed whatever PATH holds.
