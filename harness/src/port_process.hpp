@@ -1,7 +1,7 @@
 // A port's process: the child the harness starts for a port command, its
 // pipes, process group and stderr, the keeper that ends what it started
 // however the harness dies, and the sweep of what an ended port left
-// behind. The protocol session (port.cpp) speaks through it.
+// behind. The port backend (port.cpp) speaks the protocol through it.
 #pragma once
 
 #include <sys/types.h>

@@ -96,7 +96,7 @@ struct Capabilities {
   std::string capture;   // record a graph on a dummy batch and replay it (a one-token probe says)
   std::string refusals;  // be handed a call that breaks the contract (§7)
   std::string geometry;  // answer `geometry` (the launch geometry, §6)
-  bool places_tensors = true;  // be handed tensors on different devices (a port's protocol carries none)
+  bool places_tensors = true;  // be handed tensors on different devices (a port's protocol names none)
 };
 
 class Backend {

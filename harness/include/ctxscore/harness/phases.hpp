@@ -1,6 +1,6 @@
 // Where a check's time goes: each second of the harness's thread is charged
 // to one phase, the innermost PhaseClock's (a nested clock pauses the one
-// around it). Suites carry their checks' totals; time charged to no phase
+// around it). Suites hold their checks' totals; time charged to no phase
 // is the harness's own drawing, shrinking and bookkeeping.
 #pragma once
 
