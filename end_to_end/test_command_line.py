@@ -252,7 +252,10 @@ def test_a_nonrepeatable_port_fails_fuzz_repeat_and_its_replay_line_repeats(run,
                "--json")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "not repeatable: call " in done.stderr, done.stderr
-    assert [row["kind"] for row in json.loads(done.stdout)["suites"][0]["failing"]] == ["not_repeatable"], done.stdout
+    failing = json.loads(done.stdout)["suites"][0]["failing"]
+    assert [row["kind"] for row in failing] == ["not_repeatable"], done.stdout
+    assert failing[0]["details"]["calls"] == "3" and int(failing[0]["details"]["call"]) in (2, 3), failing
+    assert failing[0]["details"]["first_difference"] in failing[0]["message"], failing
     lines = replay_lines(done.stderr)
     assert lines and all("--repeat 3" in line for line in lines), lines
     again = run_as_printed(lines[0], ctxscore_bin, tmp_path)
@@ -276,7 +279,7 @@ def test_reports_and_failure_fixtures_name_the_toolchain(run, port_command, tmp_
     failing = suite["failing"][0]
     fixture = failing["fixture"]
     assert failing["where"] == f"{fixture} (replay: {failing['replay']})" and failing["replay_reproduces"], failing
-    assert failing["kind"] == "mismatch", failing
+    assert failing["kind"] == "mismatch" and failing["details"] == {}, failing  # a mismatch's particulars are its report
     assert shlex.split(failing["replay"]) == [failing["replay_program"], "fixtures", "check", fixture,
                                               *shlex.split(failing["replay_flags"])], failing
     assert numpy_version.search(read(fixture).toolchain), fixture

@@ -1,7 +1,7 @@
 """What the C++ and Python sides share is stated once, in
 fixtures/wire_format.json (the fixture format's versions, the protocol's
 framing, the exit statuses, a port's device-unavailable status, the failure
-folder's policy): the C++ side compiles it, the Python package reads it
+folder's policy, the escape rule of shown text): the C++ side compiles it, the Python package reads it
 through its link, the binary and the documents do what it says."""
 import json
 import os
@@ -27,6 +27,7 @@ def test_the_python_package_reads_the_one_statement():
     assert wire_format.PORT_EXIT_DEVICE_UNAVAILABLE == WIRE["port_exit_device_unavailable"]
     assert (wire_format.FAILURE_DIR_VARIABLE, wire_format.FAILURE_DIR_DEFAULT) == (WIRE["failure_dir_variable"],
                                                                                    WIRE["failure_dir_default"])
+    assert wire_format.ESCAPE == WIRE["escape"]
 
 
 def test_the_documents_name_the_versions_stated():
@@ -42,12 +43,26 @@ def test_the_cpp_side_compiles_the_same_numbers(build_dir):
                       "OldestFixtureFormatVersion": str(WIRE["oldest_fixture_format_version"]),
                       "ProtocolVersion": str(WIRE["protocol_version"]),
                       "FrameLengthBytes": str(WIRE["frame_length_bytes"]),
-                      "DeviceUnavailableExit": str(WIRE["port_exit_device_unavailable"])}
+                      "DeviceUnavailableExit": str(WIRE["port_exit_device_unavailable"]),
+                      "EscapeControlBelow": str(WIRE["escape"]["control_below"]),
+                      "EscapeDelete": str(WIRE["escape"]["delete"]),
+                      "EscapeHexDigits": str(WIRE["escape"]["hex_digits"])}
     statuses = dict(re.findall(r"^  k(\w+) = (\d+),$", header, re.M))
     assert statuses == {"".join(w.capitalize() for w in name.split("_")): str(code)
                         for name, code in WIRE["exit_status"].items()}, statuses
     strings = dict(re.findall(r'inline constexpr const char\* k(\w+) = "([^"]*)";', header))
-    assert strings == {"FailureDirVariable": WIRE["failure_dir_variable"], "FailureDirDefault": WIRE["failure_dir_default"]}
+    assert strings == {"FailureDirVariable": WIRE["failure_dir_variable"], "FailureDirDefault": WIRE["failure_dir_default"],
+                       "EscapePrefix": WIRE["escape"]["prefix"].replace("\\", "\\\\")}  # as a C++ literal spells it
+
+
+def test_both_sides_escape_a_byte_alike(run):
+    from ctxscore.check import printable
+    word = "frob\x01nic\x7fate"
+    refused = run(word)
+    assert refused.returncode == WIRE["exit_status"]["bad_input"]
+    shown = printable(word)
+    assert shown == "frob" + WIRE["escape"]["prefix"] + "01nic" + WIRE["escape"]["prefix"] + "7fate"
+    assert shown in refused.stderr, refused.stderr
 
 
 def test_the_binary_exits_and_writes_as_stated(run, port_command, tmp_path):

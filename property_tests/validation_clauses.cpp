@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <tuple>
 
 #include "ctxscore/case.hpp"
 #include "ctxscore/harness/backend.hpp"
@@ -175,10 +176,9 @@ TEST(Refusals, TheReferenceRefusesEachBrokenClauseAndWritesNothing) {
     const Case c = *gen::genCase(gen::CaseLimits{});
     gen::count_class("a table width below the bound can be broken (G >= 2)", c.global() >= 2);
     HostCase host = materialize(c);
-    const std::string failed = harness::judge_refusals(*reference, host);
-    if (!failed.empty()) {
-      test::note_failure(c, failed);
-      RC_FAIL(failed);
+    if (const auto failed = harness::judge_refusals(*reference, host)) {
+      test::note_failure(c, failed->str());
+      RC_FAIL(failed->str());
     }
   }, {{"a table width below the bound can be broken (G >= 2)", 0.5}});
 }
@@ -211,16 +211,20 @@ class MisRefusing : public harness::Backend {
 TEST(Refusals, TheJudgeFailsEachWayOfGettingARefusalWrong) {
   HostCase host = materialize(harness::CaseBuilder("refusals").heads(2).query_len(2).world(2).rank(1).bound(512)
                                   .pages(3).lens({300, 5}).table({0, 1, 2, 0, 1, 2, 0, 1}).build());
-  const std::pair<MisRefusing::Bug, const char*> bugs[] = {
-      {MisRefusing::Bug::writes_first, "wrote before refusing: out changed"},
-      {MisRefusing::Bug::accepts_all, "clause query_layout (idx_q [T, H, 64]: a head dimension other than 128): accepted the call"},
-      {MisRefusing::Bug::refuses_all, "refused a valid call"},
-      {MisRefusing::Bug::refuses_for_another_clause, "refused for another clause, geometry_override"},
+  using Outcome = harness::RefusalFailure::Outcome;
+  const std::tuple<MisRefusing::Bug, const char*, Outcome> bugs[] = {
+      {MisRefusing::Bug::writes_first, "wrote before refusing: out changed", Outcome::wrote_before_refusing},
+      {MisRefusing::Bug::accepts_all, "clause query_layout (idx_q [T, H, 64]: a head dimension other than 128): accepted the call",
+       Outcome::accepted},
+      {MisRefusing::Bug::refuses_all, "refused a valid call", Outcome::refused_valid},
+      {MisRefusing::Bug::refuses_for_another_clause, "refused for another clause, geometry_override", Outcome::other_clause},
   };
-  for (const auto& [bug, says] : bugs) {
+  for (const auto& [bug, says, outcome] : bugs) {
     MisRefusing b(bug);
-    const std::string failed = harness::judge_refusals(b, host);
-    EXPECT_NE(failed.find(says), std::string::npos) << "expected \"" << says << "\" in: " << failed;
+    const auto failed = harness::judge_refusals(b, host);
+    ASSERT_TRUE(failed.has_value()) << says;
+    EXPECT_NE(failed->str().find(says), std::string::npos) << "expected \"" << says << "\" in: " << failed->str();
+    EXPECT_EQ(failed->fields().at("outcome"), harness::outcome_name(outcome)) << failed->str();
   }
 }
 

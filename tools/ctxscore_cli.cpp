@@ -666,7 +666,7 @@ int main(int argc, char** argv) {
       const std::vector<fs::path> files = fixture_files(paths);
       const auto b = harness::make_backend(backend, port);
       if (capture)
-        if (const std::string why = harness::capture_absence(*b); !why.empty())
+        if (const std::string& why = b->capabilities().capture; !why.empty())
           throw CLI::ValidationError("--capture", "backend " + b->name() + " records no graph here: " + why);
       harness::CorpusOptions co;
       co.modes = modes_named(check_mode);
@@ -689,10 +689,7 @@ int main(int argc, char** argv) {
       drawn.campaign.budget = &budget;
       const auto b = harness::make_backend(backend, port);
       if (drawn.size.empty()) drawn.size = b->case_size();  // named, so the lines that draw a case again name it too
-      drawn.campaign.redraw = harness::shell_quoted(harness::replay_program()) + " gate " + b->replay_flags() +
-                              (drawn.size.empty() ? "" : " --case-size " + drawn.size) +
-                              " --compile-keys " + std::to_string(drawn.compile_keys) +
-                              (mode != "mixed" ? " --out-mode " + mode : "") + " --repeat " + std::to_string(drawn.repeat);
+      drawn.campaign.redraw = harness::redraw_command(*b, drawn);
       if (*fuzz_cmd) {
         const harness::PhaseSeconds before = harness::phase_seconds();
         harness::CheckContext x;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "ctxscore/protocol.hpp"
 #include "ctxscore/safetensors.hpp"
 #include "native_port.h"
 #if defined(CTXSCORE_NATIVE_PORT_GPU)
@@ -27,6 +28,7 @@
 
 namespace {
 
+namespace protocol = ctxscore::protocol;
 using ctxscore::SafeTensors;
 using ctxscore::StDType;
 using ctxscore::StTensor;
@@ -87,21 +89,7 @@ void send(const SafeTensors& st) {
   write_exact(b.data(), b.size());
 }
 
-std::vector<std::int64_t> ints(const SafeTensors& m, const std::string& key) {
-  const auto it = m.metadata.find(key);
-  if (it == m.metadata.end()) throw std::invalid_argument("request lacks " + key);
-  std::vector<std::int64_t> v;
-  std::size_t at = 0;
-  while (at <= it->second.size()) {
-    const std::size_t comma = it->second.find(',', at);
-    v.push_back(std::stoll(it->second.substr(at, comma - at)));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return v;
-}
-
-std::int64_t integer(const SafeTensors& m, const std::string& key) { return ints(m, key).at(0); }
+std::vector<std::int64_t> ints(const SafeTensors& m, const std::string& field) { return protocol::read_ints(m.metadata, field); }
 
 const StTensor& tensor(const SafeTensors& m, const std::string& name) {
   const StTensor* t = m.find(name);
@@ -190,21 +178,22 @@ struct Call {
     cache = std::make_unique<Storage>(tensor(m, "index_cache"), gpu);
     table = std::make_unique<Storage>(tensor(m, "block_table"), gpu);
     lens = std::make_unique<Storage>(tensor(m, "seq_lens"), gpu);
-    c.idx_q = view(q->get(), ints(m, "idx_q_shape"), ints(m, "idx_q_strides"));
-    const std::vector<std::int64_t> cache_shape = ints(m, "index_cache_shape");
+    c.idx_q = view(q->get(), ints(m, protocol::shape_field("idx_q")), ints(m, protocol::strides_field("idx_q")));
+    const std::vector<std::int64_t> cache_shape = ints(m, protocol::shape_field("index_cache"));
     c.index_cache = view(cache->get(), cache_shape, dense_strides(cache_shape));
-    c.block_table = view(table->get(), ints(m, "block_table_shape"), ints(m, "block_table_strides"));
+    c.block_table = view(table->get(), ints(m, protocol::shape_field("block_table")), ints(m, protocol::strides_field("block_table")));
     c.seq_lens = view(lens->get(), {tensor(m, "seq_lens").elements()}, {1});
-    c.max_seq_len = integer(m, "max_seq_len");
-    c.rank = integer(m, "rank");
-    c.world_size = integer(m, "world_size");
-    c.max_query_len = integer(m, "max_query_len");
-    c.sm_scale = std::stod(m.metadata.at("sm_scale"));
+    const protocol::CallScalars args = protocol::read_scalars(m.metadata);
+    c.max_seq_len = args.max_seq_len;
+    c.rank = args.rank;
+    c.world_size = args.world_size;
+    c.max_query_len = args.max_query_len;
+    c.sm_scale = args.sm_scale;
     c.stream = stream;
     if (m.find("out")) {
       out = std::make_unique<Storage>(tensor(m, "out"), gpu);
       c.has_out = 1;
-      c.out = view(out->get(), ints(m, "out_shape"), ints(m, "out_strides"));
+      c.out = view(out->get(), ints(m, protocol::shape_field("out")), ints(m, protocol::strides_field("out")));
     }
   }
   void refill(const SafeTensors& m) {
@@ -257,12 +246,12 @@ class Worker {
   }
 
   SafeTensors handle(const SafeTensors& m) {
-    const std::string kind = m.metadata.count("message") ? m.metadata.at("message") : "";
+    const std::string kind = protocol::kind_of(m.metadata);
     SafeTensors r;
-    if (kind == "hello") {
-      r.metadata = {{"message", "hello"}, {"name", name_}, {"supports", gpu_ ? "score,time,capture" : "score,time"},
+    if (kind == protocol::kind::hello) {
+      r.metadata = {{protocol::kMessage, protocol::kind::hello}, {"name", name_}, {"supports", gpu_ ? "score,time,capture" : "score,time"},
                     {"protocol", std::to_string(ctxscore::kProtocolVersion)}, {"toolchain", toolchain()}};
-    } else if (kind == "score") {
+    } else if (kind == protocol::kind::score) {
       Call call(m, gpu_, c_stream_);
       const auto t0 = std::chrono::steady_clock::now();
       run(call.c);
@@ -272,12 +261,12 @@ class Worker {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       r = scores(call);
       r.metadata["call_seconds"] = std::to_string(seconds);
-    } else if (kind == "capture") {
+    } else if (kind == protocol::kind::capture) {
       capture(m);
-      r.metadata = {{"message", "captured"}};
-    } else if (kind == "time") {
+      r.metadata = {{protocol::kMessage, protocol::kind::captured}};
+    } else if (kind == protocol::kind::time) {
       r = time(m);
-    } else if (kind == "replay") {
+    } else if (kind == protocol::kind::replay) {
       r = replay(m);
     } else {
       throw std::invalid_argument("unknown request \"" + kind + "\"");
@@ -332,7 +321,7 @@ class Worker {
     }
 #endif
     SafeTensors r;
-    r.metadata = {{"message", "timing"}, {"median_us", std::to_string(median_us)}, {"calls", std::to_string(timed)},
+    r.metadata = {{protocol::kMessage, protocol::kind::timing}, {"median_us", std::to_string(median_us)}, {"calls", std::to_string(timed)},
                   {"method", method}, {"copy_gb_per_s", std::to_string(copy_gb_per_s_)}};
     return r;
   }
@@ -353,7 +342,7 @@ class Worker {
 
   SafeTensors scores(Call& call) {
     SafeTensors r;
-    r.metadata = {{"message", "scores"}};
+    r.metadata = {{protocol::kMessage, protocol::kind::scores}};
     if (call.out) {
       const Bytes out = call.out->values();
       r.tensors.emplace_back("out", f32(out, {static_cast<std::int64_t>(out.size() / 4)}));
@@ -496,9 +485,9 @@ int main(int argc, char** argv) {
                                  std::to_string(kMaxRequestBytes) + " a request may have (is stdin the port protocol?)");
       const Bytes body = read_request_body(n);
       const SafeTensors request = ctxscore::decode_safetensors(body.data(), body.size(), kRequest);
-      if (request.metadata.count("message") && request.metadata.at("message") == "bye") {
+      if (protocol::kind_of(request.metadata) == protocol::kind::bye) {
         SafeTensors bye;
-        bye.metadata = {{"message", "bye"}};
+        bye.metadata = {{protocol::kMessage, protocol::kind::bye}};
         send(bye);
         return 0;
       }
@@ -506,7 +495,7 @@ int main(int argc, char** argv) {
         send(worker.handle(request));
       } catch (const std::exception& e) {  // the library (or the request) failed: the harness judges it
         SafeTensors err;
-        err.metadata = {{"message", "error"}, {"reason", e.what()}};
+        err.metadata = {{protocol::kMessage, protocol::kind::error}, {"reason", e.what()}};
         send(err);
       }
     }

@@ -28,11 +28,14 @@ from . import fixture as fx
 from . import selection
 from .port import load
 from .tensors import Buffers, to_numpy, torch_available
+from .wire_format import ESCAPE
 
 
 def printable(text):
-    """Control bytes (and DEL) as \\xNN: text from a file reaches the terminal only so."""
-    return "".join(c if 0x20 <= ord(c) != 0x7F else f"\\x{ord(c):02x}" for c in text)
+    """Control characters (and DEL) escaped as wire_format.json's escape rule
+    says: text from a file reaches the terminal only so."""
+    return "".join(c if ESCAPE["control_below"] <= ord(c) != ESCAPE["delete"]
+                   else f"{ESCAPE['prefix']}{ord(c):0{ESCAPE['hex_digits']}x}" for c in text)
 
 
 def judge_scores(f, got, sentinel_storage=None, out_storage=None):

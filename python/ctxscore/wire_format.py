@@ -1,8 +1,8 @@
 """What the Python and C++ sides share, as wire_format.json states it: the
 fixture format's versions, the protocol's framing, the exit statuses, a
-port's device-unavailable status and the failure folder's policy; the one
-statement of these values, which the C++ side reads too
-(fixtures/wire_format.json)."""
+port's device-unavailable status, the failure folder's policy and the
+escape rule of shown text; the one statement of these values, which the
+C++ side reads too (fixtures/wire_format.json)."""
 import json
 import os
 
@@ -18,6 +18,7 @@ EXIT_STATUS = {name: int(code) for name, code in _WIRE["exit_status"].items()}  
 PORT_EXIT_DEVICE_UNAVAILABLE = int(_WIRE["port_exit_device_unavailable"])  # a port's, before hello (EX_UNAVAILABLE)
 FAILURE_DIR_VARIABLE = _WIRE["failure_dir_variable"]  # where failing cases go when no folder is named
 FAILURE_DIR_DEFAULT = _WIRE["failure_dir_default"]  # else this folder
+ESCAPE = dict(_WIRE["escape"])  # how shown text escapes a character: control_below, delete, prefix, hex_digits
 
 
 def frame_length(n):

@@ -36,7 +36,11 @@ Suite run(Backend& b, const CheckContext& x) {
         v.fail(Fault::geometry, "launches chunk count " + std::to_string(got.chunk_count) + ", CHUNK " + std::to_string(got.chunk) +
                   ", grid " + std::to_string(got.grid_x) + "x" + std::to_string(got.grid_y) + "; the contract gives " +
                   std::to_string(want.chunks) + ", " + std::to_string(want.chunk) + ", " + std::to_string(want.grid_x) +
-                  "x" + std::to_string(want.grid_y) + " (" + row + ")");
+                  "x" + std::to_string(want.grid_y) + " (" + row + ")",
+               {{"launched", std::to_string(got.chunk_count) + " chunks of " + std::to_string(got.chunk) + ", grid " +
+                                 std::to_string(got.grid_x) + "x" + std::to_string(got.grid_y)},
+                {"contract", std::to_string(want.chunks) + " chunks of " + std::to_string(want.chunk) + ", grid " +
+                                 std::to_string(want.grid_x) + "x" + std::to_string(want.grid_y)}});
     } catch (const std::exception& e) {
       v.fail(fault_of(e), e.what());
     }

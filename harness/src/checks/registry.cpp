@@ -40,17 +40,16 @@ const CheckDef& check_named(const std::string& name) {
 std::string unmet_need(const CheckDef& def, Backend& b) {
   for (const Need n : def.needs) {
     const Capabilities& has = b.capabilities();
-    std::string why = n == Need::refusals ? has.refusals : n == Need::geometry ? has.geometry : has.capture;
-    if (n == Need::capture && why.empty()) {
-      try {
-        why = capture_absence(b);
-      } catch (const BackendError&) {
-        why.clear();  // the check runs and reports the raising probe as its failure
-      }
-    }
+    const std::string& why = n == Need::refusals ? has.refusals : n == Need::geometry ? has.geometry : has.capture;
     if (!why.empty()) return why;
   }
   return "";
+}
+
+std::string redraw_command(const Backend& b, const CheckOptions& o) {
+  return shell_quoted(replay_program()) + " gate " + b.replay_flags() + (o.size.empty() ? "" : " --case-size " + o.size) +
+         " --compile-keys " + std::to_string(o.compile_keys) + (o.out_mode != "mixed" ? " --out-mode " + o.out_mode : "") +
+         " --repeat " + std::to_string(o.repeat);
 }
 
 Suite not_run_suite(const CheckDef& def, Backend& b, const std::string& why) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -94,6 +95,7 @@ class CapturedScore {
 // not run, with the reason.
 struct Capabilities {
   std::string capture;   // record a graph on a dummy batch and replay it (a one-token probe says)
+  std::exception_ptr capture_raised;  // the probe's exception where it raised: the capture check reports it
   std::string refusals;  // be handed a call that breaks the contract (§7)
   std::string geometry;  // answer `geometry` (the launch geometry, §6)
   bool places_tensors = true;  // be handed tensors on different devices (a port's protocol names none)
@@ -142,7 +144,8 @@ class Backend {
 };
 
 // Why `b` cannot record a graph here (a one-token probe returned none);
-// empty when it can. A probe that raises throws BackendError naming it.
+// empty when it can. A probe that raises throws BackendError naming it
+// (BackendHung where it hung). Backends ask it once, for their capabilities.
 std::string capture_absence(Backend& b);
 
 // The compiler that built this process's host code, as a toolchain line.

@@ -27,6 +27,11 @@ struct CheckOptions {
   int repeat = 1;                  // fuzz: calls per case, each after the first bitwise the first's
 };
 
+// The gate line that draws a case of a run with `o` over `b` again, less its
+// check, seed and case (CampaignPlan::redraw): the replay program, the
+// backend's flags and every option that changes what is drawn or how it is judged.
+std::string redraw_command(const Backend& b, const CheckOptions& o);
+
 // fuzz's coverage floor (campaign.hpp): a stratum of its cases drawn with a
 // written element every qualifying score of which is negative, where a max
 // that starts at 0 shows (CaseSource::draw_negative_row).

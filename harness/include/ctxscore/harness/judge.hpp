@@ -83,12 +83,15 @@ struct Verdict {
   Fault fault = Fault::none;
   std::string error;       // what the call's fault was (raised, hung, ...); empty otherwise
   std::string invariance;  // what a claim across calls found (not repeatable, ...); empty otherwise
+  // A failure's particulars as fields (the clause, the backend's outcome,
+  // the call that differed, the other batch, ...), beside its text.
+  std::map<std::string, std::string> details;
   FailureFile fixture;     // where the failing case was written (with its replay line), or why it was not
   bool ok() const { return error.empty() && invariance.empty() && report.ok(); }
-  // Records a fault and what it was: a claim across calls (not repeatable,
-  // batch-dependent, shard mismatch, selection, replay differs) into
-  // `invariance`, every other into `error`.
-  void fail(Fault f, const std::string& details);
+  // Records a fault, what it was and its particulars: a claim across calls
+  // (not repeatable, batch-dependent, shard mismatch, selection, replay
+  // differs) into `invariance`, every other into `error`.
+  void fail(Fault f, const std::string& text, const std::map<std::string, std::string>& fields = {});
   std::string str() const;  // one line: verdict, out mode, report or error
 };
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,10 +54,29 @@ struct CallOutcome {
   bool fresh = false;            // it returned a buffer of its own
 };
 
+// What a backend did wrong with the refusals of one case.
+struct RefusalFailure {
+  enum class Outcome {
+    refused_valid,          // refused the case's valid call
+    misbehaved,             // raised, crashed or answered out of protocol
+    accepted,               // scored a call that breaks a clause
+    fresh_buffer,           // refused, but returned a buffer of its own
+    other_clause,           // refused for another clause than the one broken
+    wrote_before_refusing,  // refused, but changed a storage first
+  };
+  std::optional<Clause> clause;  // the clause broken; none: the valid call
+  std::string change;            // how the call differs from the valid one, in the contract's words
+  Outcome outcome = Outcome::accepted;
+  std::string said;              // the backend's reason or error, or the storage it wrote
+  std::string str() const;       // one line naming the clause and what the backend did
+  std::map<std::string, std::string> fields() const;  // the same as a verdict's details: clause, outcome, change, said
+};
+const char* outcome_name(RefusalFailure::Outcome o);
+
 // The refusals of one case: its valid call must be scored, each breach
-// refused with every storage unchanged. "" when all hold, else what failed,
-// naming the clause. A backend that hangs throws BackendHung.
+// refused with every storage unchanged. None when all hold, else the first
+// that failed. A backend that hangs throws BackendHung.
 class Backend;
-std::string judge_refusals(Backend& b, HostCase& host);
+std::optional<RefusalFailure> judge_refusals(Backend& b, HostCase& host);
 
 }  // namespace ctxscore::harness

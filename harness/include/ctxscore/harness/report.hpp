@@ -4,6 +4,7 @@
 // where it was required, has not passed.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ struct Row {
   bool error = false;    // an input that could not be judged, not a failing backend
   bool off_the_oracle = false;  // failed as scores off the oracle's (not a raised error, nor bits that changed between calls)
   std::string kind;      // a failing row's fault (fault_name: mismatch, raised, hung, not_repeatable, ...); "" when it passed
+  std::map<std::string, std::string> details;  // the failing verdict's particulars (Verdict::details)
 };
 
 struct Suite {

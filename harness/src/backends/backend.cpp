@@ -78,6 +78,8 @@ std::string capture_absence(Backend& b) {
   HostCase host = laid_out(probe);
   try {
     if (b.capture(host, 128)) return "";
+  } catch (const BackendHung& e) {
+    throw BackendHung(std::string("capture hung: ") + e.what() + " (on a one-token probe)");
   } catch (const std::exception& e) {
     throw BackendError(std::string("capture raised: ") + e.what() + " (on a one-token probe)");
   }
@@ -95,6 +97,7 @@ Capabilities Backend::state_capabilities() {
     c.capture = capture_absence(*this);
   } catch (const BackendError&) {
     c.capture.clear();  // the capture check runs and reports the raising probe as its failure
+    c.capture_raised = std::current_exception();
   }
   c.geometry = "the backend does not answer `geometry` (a Python port does with --geometry module:function)";
   return c;

@@ -45,7 +45,8 @@ std::optional<Scored> call(Verdict& v, Backend& b, HostCase& host) {
   try {
     return b.score(host, v.out);
   } catch (const ContractError& e) {
-    v.fail(Fault::raised, std::string("rejected the call (") + clause_name(e.clause()) + "): " + e.what());
+    v.fail(Fault::raised, std::string("rejected the call (") + clause_name(e.clause()) + "): " + e.what(),
+           {{"clause", clause_name(e.clause())}});
   } catch (const std::exception& e) {
     v.fail(fault_of(e), e.what());
   }
@@ -68,7 +69,9 @@ void run_into(Verdict& v, Backend& b, HostCase& host, const ShardScores& expecte
       const std::optional<Scored> again = call(v, b, host);
       if (!again) return;
       const std::string d = bits_differ(first, written_scores(*again, host), host.spec);
-      if (!d.empty()) v.fail(Fault::not_repeatable, "not repeatable: call " + std::to_string(k) + " of " + std::to_string(repeat) + ": " + d);
+      if (!d.empty())
+        v.fail(Fault::not_repeatable, "not repeatable: call " + std::to_string(k) + " of " + std::to_string(repeat) + ": " + d,
+               {{"call", std::to_string(k)}, {"calls", std::to_string(repeat)}, {"first_difference", d}});
     }
     if (scores != nullptr) *scores = std::move(first);
   } catch (const BackendError& e) {
@@ -159,11 +162,12 @@ const char* fault_name(Fault f) {
 
 Fault fault_of(const std::exception& e) { return dynamic_cast<const BackendHung*>(&e) ? Fault::hung : Fault::raised; }
 
-void Verdict::fail(Fault f, const std::string& details) {
+void Verdict::fail(Fault f, const std::string& text, const std::map<std::string, std::string>& fields) {
   fault = f;
   const bool across_calls = f == Fault::not_repeatable || f == Fault::batch_dependent || f == Fault::shard_mismatch ||
                             f == Fault::selection || f == Fault::replay_differs;
-  (across_calls ? invariance : error) = details;
+  (across_calls ? invariance : error) = text;
+  details = fields;
 }
 
 std::string Verdict::str() const {
@@ -213,12 +217,13 @@ Verdict judged(Backend& backend, HostCase& host, const JudgeOptions& options, st
   try {
     expected = oracle_scores(backend.oracle(), host);
   } catch (const ContractError& e) {
-    v.fail(Fault::out_of_contract, std::string("the case itself breaks the contract (") + clause_name(e.clause()) + "): " + e.what());
+    v.fail(Fault::out_of_contract, std::string("the case itself breaks the contract (") + clause_name(e.clause()) + "): " + e.what(),
+           {{"clause", clause_name(e.clause())}});
     return v;
   }
   if (options.refusals) {
     try {
-      if (std::string why = judge_refusals(backend, host); !why.empty()) v.fail(Fault::refusal, why);
+      if (const auto r = judge_refusals(backend, host)) v.fail(Fault::refusal, r->str(), r->fields());
     } catch (const BackendHung& e) {
       v.fail(Fault::hung, e.what());
     }
@@ -263,7 +268,7 @@ Verdict run_and_judge(Backend& backend, const Fixture& f, const JudgeOptions& op
   HostCase host = f.host();
   if (options.refusals) {
     try {
-      if (std::string why = judge_refusals(backend, host); !why.empty()) v.fail(Fault::refusal, why);
+      if (const auto r = judge_refusals(backend, host)) v.fail(Fault::refusal, r->str(), r->fields());
     } catch (const BackendHung& e) {
       v.fail(Fault::hung, e.what());
     }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ctxscore/harness/text.hpp"
+#include "ctxscore/wire_format.hpp"
 
 namespace ctxscore::harness {
 
@@ -30,10 +31,11 @@ std::string printable(const std::string& s) {
   for (std::size_t i = 0; i < s.size();) {
     const auto u = static_cast<unsigned char>(s[i]);
     const std::size_t n = utf8_char_length(s, i);
-    if (n == 0 || u < 0x20 || u == 0x7f) {
-      char esc[5];
-      std::snprintf(esc, sizeof esc, "\\x%02x", u);
-      o += esc;
+    if (n == 0 || u < kEscapeControlBelow || u == kEscapeDelete) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "%0*x", kEscapeHexDigits, u);
+      o += kEscapePrefix;
+      o += hex;
       ++i;
     } else {
       o.append(s, i, n);

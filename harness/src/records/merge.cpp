@@ -85,6 +85,11 @@ Suite suite_from_json(const json& j, const std::string& where) {
     r.where.not_written = text(f, "not_written", at);
     r.spec = text(f, "case", at);
     r.kind = text(f, "kind", at);
+    for (const auto& [name, value] : field(f, "details", json::value_t::object, at).items()) {
+      if (!value.is_string())
+        throw std::invalid_argument(at + ": the detail \"" + printable(name) + "\" is " + printable(value.dump()) + ", expected a string");
+      r.details[name] = value.get<std::string>();
+    }
     r.error = flag(f, "error", at);
     r.off_the_oracle = flag(f, "off_the_oracle", at);
     s.rows.push_back(std::move(r));

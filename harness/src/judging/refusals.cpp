@@ -253,43 +253,80 @@ bool same_storages(const RawCall& a, const RawCall& b, std::string& which) {
 
 // A backend that hung is no refusal verdict: the exception goes on to the
 // caller, which records it as hung.
-std::string call_failed(const std::string& what, const std::exception& e) {
-  if (dynamic_cast<const BackendHung*>(&e)) throw BackendHung(what + ": " + e.what());
-  return what + ": the backend misbehaved: " + e.what();
+std::string what_was_sent(const RefusalFailure& f) {
+  return f.clause ? std::string("clause ") + clause_name(*f.clause) + " (" + f.change + ")" : "the valid call";
+}
+
+RefusalFailure call_failed(std::optional<Clause> clause, const std::string& change, const std::exception& e) {
+  RefusalFailure f{clause, change, RefusalFailure::Outcome::misbehaved, e.what()};
+  if (dynamic_cast<const BackendHung*>(&e)) throw BackendHung(what_was_sent(f) + ": " + e.what());
+  return f;
 }
 
 }  // namespace
 
-std::string judge_refusals(Backend& b, HostCase& host) {
+const char* outcome_name(RefusalFailure::Outcome o) {
+  using O = RefusalFailure::Outcome;
+  switch (o) {
+    case O::refused_valid: return "refused_valid";
+    case O::misbehaved: return "misbehaved";
+    case O::accepted: return "accepted";
+    case O::fresh_buffer: return "fresh_buffer";
+    case O::other_clause: return "other_clause";
+    case O::wrote_before_refusing: return "wrote_before_refusing";
+  }
+  return "?";
+}
+
+std::string RefusalFailure::str() const {
+  using O = Outcome;
+  switch (outcome) {
+    case O::refused_valid: return "refused a valid call: " + said;
+    case O::misbehaved: return what_was_sent(*this) + ": the backend misbehaved: " + said;
+    case O::accepted: return what_was_sent(*this) + ": accepted the call, expected a refusal";
+    case O::fresh_buffer: return what_was_sent(*this) + ": refused, but returned a buffer of its own";
+    case O::other_clause: return what_was_sent(*this) + ": refused for another clause, " + said;
+    case O::wrote_before_refusing: return what_was_sent(*this) + ": refused, but wrote before refusing: " + said;
+  }
+  return what_was_sent(*this);
+}
+
+std::map<std::string, std::string> RefusalFailure::fields() const {
+  return {{"clause", clause ? clause_name(*clause) : "none: the valid call"},
+          {"outcome", outcome_name(outcome)},
+          {"change", change},
+          {"said", said}};
+}
+
+std::optional<RefusalFailure> judge_refusals(Backend& b, HostCase& host) {
+  using O = RefusalFailure::Outcome;
   // The valid call first: a backend that refuses everything refuses nothing.
   try {
     RawCall valid = raw_call(host);
     const CallOutcome o = b.call(valid);
-    if (o.refused) return "refused a valid call: " + o.reason;
+    if (o.refused) return RefusalFailure{std::nullopt, "", O::refused_valid, o.reason};
   } catch (const std::exception& e) {
-    return call_failed("the valid call", e);
+    return call_failed(std::nullopt, "", e);
   }
-  std::string tried;
   for (const Breach& br : breaches()) {
     if (br.moves_device && !b.capabilities().places_tensors) continue;
     RawCall call = raw_call(host);
     if (!br.apply(call)) continue;
     const RawCall sent = call;
-    const std::string what = std::string("clause ") + clause_name(br.clause) + " (" + br.change + ")";
     CallOutcome o;
     try {
       o = b.call(call);
     } catch (const std::exception& e) {
-      return call_failed(what, e);
+      return call_failed(br.clause, br.change, e);
     }
-    if (!o.refused) return what + ": accepted the call, expected a refusal";
-    if (o.fresh) return what + ": refused, but returned a buffer of its own";
+    if (!o.refused) return RefusalFailure{br.clause, br.change, O::accepted, ""};
+    if (o.fresh) return RefusalFailure{br.clause, br.change, O::fresh_buffer, o.reason};
     if (o.clause && *o.clause != br.clause)
-      return what + ": refused for another clause, " + clause_name(*o.clause) + ": " + o.reason;
+      return RefusalFailure{br.clause, br.change, O::other_clause, std::string(clause_name(*o.clause)) + ": " + o.reason};
     if (std::string which; !same_storages(sent, call, which))
-      return what + ": refused, but wrote before refusing: " + which;
+      return RefusalFailure{br.clause, br.change, O::wrote_before_refusing, which};
   }
-  return "";
+  return std::nullopt;
 }
 
 }  // namespace ctxscore::harness

@@ -49,7 +49,9 @@ Verdict judge_rebatched(Backend& backend, const Case& c, const Rebatching& r, Ou
   if (n > 0)
     v.fail(Fault::batch_dependent, "batch-dependent: " + std::to_string(n) + " of request " + std::to_string(r.from) +
                    "'s elements differ when the batch " + r.how + " (now request " + std::to_string(r.to) + "); first at " +
-                   first_at);
+                   first_at,
+           {{"request", std::to_string(r.from)}, {"request_in_other_batch", std::to_string(r.to)}, {"batch_change", r.how},
+            {"other_batch", r.batch.str()}, {"elements_differing", std::to_string(n)}, {"first_difference", first_at}});
   return v;
 }
 

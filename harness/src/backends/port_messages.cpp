@@ -7,12 +7,6 @@
 
 namespace ctxscore::harness::port_messages {
 
-std::string join(const std::vector<std::int64_t>& v) {
-  std::string s;
-  for (std::size_t k = 0; k < v.size(); ++k) s += (k ? "," : "") + std::to_string(v[k]);
-  return s;
-}
-
 StTensor storage(StDType dtype, const void* data, std::size_t elements) {
   StTensor t;
   t.dtype = dtype;
@@ -20,16 +14,6 @@ StTensor storage(StDType dtype, const void* data, std::size_t elements) {
   t.bytes.resize(elements * st_dtype_size(dtype));
   if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data, t.bytes.size());
   return t;
-}
-
-// The call's scalar arguments, as every request names them (PROTOCOL.md).
-void put_scalar_arguments(std::map<std::string, std::string>& m, std::int64_t max_seq_len, std::int64_t rank, std::int64_t world,
-                          std::int64_t max_query_len, double sm_scale) {
-  m["max_seq_len"] = std::to_string(max_seq_len);
-  m["rank"] = std::to_string(rank);
-  m["world_size"] = std::to_string(world);
-  m["max_query_len"] = std::to_string(max_query_len);
-  m["sm_scale"] = decimal(sm_scale);
 }
 
 // The `score`-shaped request of a call: storages and arguments.
@@ -41,17 +25,17 @@ SafeTensors call_message(const char* kind, const HostCase& host, OutMode mode, s
   st.tensors.emplace_back("block_table", storage(StDType::i32, host.table.data(), host.table.size()));
   st.tensors.emplace_back("seq_lens", storage(StDType::i32, c.seq_lens.data(), c.seq_lens.size()));
   auto& m = st.metadata;
-  m["message"] = kind;
-  m["idx_q_shape"] = join({c.tokens(), c.heads, kHeadDim});
-  m["idx_q_strides"] = join({c.q_token_stride, c.q_head_stride, 1});
-  m["index_cache_shape"] = join({c.pages, kBlockTokens, kHeadDim});
-  m["block_table_shape"] = join({c.batch(), c.table_width});
-  m["block_table_strides"] = join({c.table_row_stride, 1});
-  put_scalar_arguments(m, max_seq_len, c.rank, c.world, c.query_len, c.sm_scale);
+  m[protocol::kMessage] = kind;
+  m[protocol::shape_field("idx_q")] = protocol::join_ints({c.tokens(), c.heads, kHeadDim});
+  m[protocol::strides_field("idx_q")] = protocol::join_ints({c.q_token_stride, c.q_head_stride, 1});
+  m[protocol::shape_field("index_cache")] = protocol::join_ints({c.pages, kBlockTokens, kHeadDim});
+  m[protocol::shape_field("block_table")] = protocol::join_ints({c.batch(), c.table_width});
+  m[protocol::strides_field("block_table")] = protocol::join_ints({c.table_row_stride, 1});
+  protocol::put_scalars(m, {max_seq_len, c.rank, c.world, c.query_len, c.sm_scale});
   if (mode != OutMode::absent) {
     st.tensors.emplace_back("out", storage(StDType::f32, host.out.data(), host.out.size()));
-    m["out_shape"] = join({c.heads, c.out_rows, mode == OutMode::too_small ? c.local() - 1 : c.out_slots});
-    m["out_strides"] = join({c.out_head_stride, c.out_row_stride, c.out_slot_stride});
+    m[protocol::shape_field("out")] = protocol::join_ints({c.heads, c.out_rows, mode == OutMode::too_small ? c.local() - 1 : c.out_slots});
+    m[protocol::strides_field("out")] = protocol::join_ints({c.out_head_stride, c.out_row_stride, c.out_slot_stride});
   }
   if (c.geometry) {
     m["geometry_chunk"] = std::to_string(c.geometry->chunk);
@@ -85,7 +69,7 @@ RawTensor& call_tensor(RawCall& c, int k) {
 SafeTensors raw_message(RawCall& c) {
   SafeTensors st;
   auto& m = st.metadata;
-  m["message"] = "score";
+  m[protocol::kMessage] = protocol::kind::score;
   for (int k = 0; k < 5; ++k) {
     RawTensor& t = call_tensor(c, k);
     StTensor s;
@@ -95,10 +79,10 @@ SafeTensors raw_message(RawCall& c) {
     st.tensors.emplace_back(kCallTensors[k], std::move(s));
     const std::vector<std::int64_t> shape(t.view.shape.begin(), t.view.shape.begin() + t.view.ndim);
     const std::vector<std::int64_t> strides(t.view.strides.begin(), t.view.strides.begin() + t.view.ndim);
-    m[std::string(kCallTensors[k]) + "_shape"] = join(shape);
-    m[std::string(kCallTensors[k]) + "_strides"] = join(strides);
+    m[protocol::shape_field(kCallTensors[k])] = protocol::join_ints(shape);
+    m[protocol::strides_field(kCallTensors[k])] = protocol::join_ints(strides);
   }
-  put_scalar_arguments(m, c.max_seq_len, c.rank, c.world, c.max_query_len, c.sm_scale);
+  protocol::put_scalars(m, {c.max_seq_len, c.rank, c.world, c.max_query_len, c.sm_scale});
   return st;
 }
 

@@ -12,23 +12,12 @@
 #include "ctxscore/harness/backend.hpp"
 #include "ctxscore/harness/out_mode.hpp"
 #include "ctxscore/harness/refusals.hpp"
+#include "ctxscore/protocol.hpp"
 #include "ctxscore/safetensors.hpp"
 
 namespace ctxscore::harness::port_messages {
 
-// A number as the protocol writes it: every digit a double holds.
-inline std::string decimal(double v) {
-  char b[40];
-  std::snprintf(b, sizeof b, "%.17g", v);
-  return b;
-}
-// Integers as a comma list.
-std::string join(const std::vector<std::int64_t>& v);
-
 StTensor storage(StDType dtype, const void* data, std::size_t elements);
-// The call's scalar arguments, as every request names them (PROTOCOL.md).
-void put_scalar_arguments(std::map<std::string, std::string>& m, std::int64_t max_seq_len, std::int64_t rank, std::int64_t world,
-                          std::int64_t max_query_len, double sm_scale);
 // The `score`-shaped request of a call: storages and arguments.
 SafeTensors call_message(const char* kind, const HostCase& host, OutMode mode, std::int64_t max_seq_len);
 StDType wire_dtype(DType d);

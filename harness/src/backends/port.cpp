@@ -71,11 +71,11 @@ class PortBackend : public Backend, public PortBackendApi {
   }
 
   Scored score(HostCase& host, OutMode mode) override {
-    const SafeTensors request = call_message("score", host, mode, host.spec.max_seq_len);
+    const SafeTensors request = call_message(protocol::kind::score, host, mode, host.spec.max_seq_len);
     // An `error` reply carries the call's storages back (PROTOCOL.md): at most what was sent.
     std::uint64_t sent = kReplyHeaderAllowance;
     for (const auto& [name, t] : request.tensors) sent += t.bytes.size();
-    const SafeTensors reply = exchange(request, "scores", std::max(scores_reply_bound(host, mode), sent));
+    const SafeTensors reply = exchange(request, protocol::kind::scores, std::max(scores_reply_bound(host, mode), sent));
     return scores_of(reply, host, mode);
   }
 
@@ -97,9 +97,9 @@ class PortBackend : public Backend, public PortBackendApi {
     for (int k = 0; k < 5; ++k) bound += call_tensor(c, k).bytes.size();
     const std::int64_t heads = std::max<std::int64_t>(c.idx_q.view.shape[1], 0);
     bound += static_cast<std::uint64_t>(heads * c.idx_q.view.shape[0] * local_slots(global_blocks(std::max<std::int64_t>(c.max_seq_len, 1)), std::max<std::int64_t>(c.world, 1))) * 4;
-    const SafeTensors reply = exchange(raw_message(c), "scores", bound, true);
+    const SafeTensors reply = exchange(raw_message(c), protocol::kind::scores, bound, true);
     CallOutcome o;
-    o.refused = reply.metadata.at("message") == "error";
+    o.refused = protocol::kind_of(reply.metadata) == protocol::kind::error;
     o.fresh = reply.find("fresh") != nullptr;
     if (o.refused) {
       const auto why = reply.metadata.find("reason");
@@ -126,11 +126,11 @@ class PortBackend : public Backend, public PortBackendApi {
 
   // The port times itself on its device (PROTOCOL.md, `time`).
   Timing time(HostCase& host, int calls) override {
-    if (!supports("time")) fail("does not answer `time` (its hello's `supports` lacks it)");
-    SafeTensors req = call_message("time", host, OutMode::given, host.spec.max_seq_len);
+    if (!supports(protocol::kind::time)) fail("does not answer `time` (its hello's `supports` lacks it)");
+    SafeTensors req = call_message(protocol::kind::time, host, OutMode::given, host.spec.max_seq_len);
     req.metadata["calls"] = std::to_string(calls);
     const auto asked = std::chrono::steady_clock::now();
-    const SafeTensors reply = exchange(req, "timing", kReplyHeaderAllowance);
+    const SafeTensors reply = exchange(req, protocol::kind::timing, kReplyHeaderAllowance);
     const double waited_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - asked).count();
     const auto number = [&](const char* key, double lo, bool above) {
       const auto it = reply.metadata.find(key);
@@ -139,7 +139,7 @@ class PortBackend : public Backend, public PortBackendApi {
       const double v = std::strtod(it->second.c_str(), &end);
       if (it->second.empty() || *end != '\0' || !std::isfinite(v) || v < lo || (above && v == lo))
         fail(std::string("reply `timing`: ") + key + " = \"" + printable(it->second) + "\", expected a finite number " +
-             (above ? "> " : ">= ") + decimal(lo));
+             (above ? "> " : ">= ") + protocol::decimal(lo));
       return v;
     };
     Timing t;
@@ -151,8 +151,8 @@ class PortBackend : public Backend, public PortBackendApi {
     // wait are not a measurement.
     const double least_us = std::ceil(static_cast<double>(t.calls) / 2) * t.median_us;
     if (least_us > 1.1 * waited_us + 1000.0)
-      fail("reply `timing`: " + std::to_string(t.calls) + " calls at a median of " + decimal(t.median_us) +
-           " us take at least " + decimal(least_us * 1e-6) + " s, expected no more than the " + decimal(waited_us * 1e-6) +
+      fail("reply `timing`: " + std::to_string(t.calls) + " calls at a median of " + protocol::decimal(t.median_us) +
+           " us take at least " + protocol::decimal(least_us * 1e-6) + " s, expected no more than the " + protocol::decimal(waited_us * 1e-6) +
            " s the reply took");
     const auto method = reply.metadata.find("method");
     t.method = method == reply.metadata.end() ? "not said" : printable(method->second).substr(0, 200);
@@ -162,10 +162,10 @@ class PortBackend : public Backend, public PortBackendApi {
   PortGeometry geometry(std::int64_t batch, std::int64_t max_seq_len, std::int64_t world, std::int64_t heads,
                         std::int64_t query_len) override {
     SafeTensors req;
-    req.metadata = {{"message", "geometry"}, {"batch", std::to_string(batch)}, {"max_seq_len", std::to_string(max_seq_len)},
+    req.metadata = {{protocol::kMessage, protocol::kind::geometry}, {"batch", std::to_string(batch)}, {"max_seq_len", std::to_string(max_seq_len)},
                     {"world_size", std::to_string(world)}, {"heads", std::to_string(heads)},
                     {"max_query_len", std::to_string(query_len)}};
-    const SafeTensors reply = exchange(req, "geometry", kReplyHeaderAllowance);
+    const SafeTensors reply = exchange(req, protocol::kind::geometry, kReplyHeaderAllowance);
     PortGeometry g;
     const auto field = [&](const char* key) {
       const auto it = reply.metadata.find(key);
@@ -206,7 +206,7 @@ class PortBackend : public Backend, public PortBackendApi {
       } catch (const FixtureError& e) {
         fail(std::string("sent a reply that is no safetensors document: ") + e.what());
       }
-      const auto kind = reply.metadata.find("message");
+      const auto kind = reply.metadata.find(protocol::kMessage);
       if (kind == reply.metadata.end()) fail("sent a reply without a \"message\" kind");
       // The port's own time for the call, inside the wait charged to transfer
       // (PROTOCOL.md); a port that overstates it moves no more than this wait.
@@ -217,13 +217,13 @@ class PortBackend : public Backend, public PortBackendApi {
         if (!call->second.empty() && *end == '\0' && std::isfinite(seconds) && seconds >= 0)
           recharge(Phase::transfer, Phase::implementation, std::min(seconds, waited));
       }
-      if (kind->second == "error" && error_is_reply) {
+      if (kind->second == protocol::kind::error && error_is_reply) {
         return reply;
-      } else if (kind->second == "error") {
+      } else if (kind->second == protocol::kind::error) {
         const auto why = reply.metadata.find("reason");
         reported = why != reply.metadata.end() ? why->second : std::string("(no reason given)");
       } else if (kind->second != want) {
-        fail("replied `" + kind->second + "` to `" + request.metadata.at("message") + "`, expected `" + want + "`");
+        fail("replied `" + kind->second + "` to `" + protocol::kind_of(request.metadata) + "`, expected `" + want + "`");
       } else {
         return reply;
       }
@@ -249,7 +249,7 @@ class PortBackend : public Backend, public PortBackendApi {
     if (mode != OutMode::absent) {
       if (!out) fail("replied without the out storage it was given");
       if (out->dtype != StDType::f32 || out->shape != std::vector<std::int64_t>{static_cast<std::int64_t>(host.out.size())})
-        fail(std::string("replied with out ") + st_dtype_name(out->dtype) + " [" + join(out->shape) + "], expected F32 [" +
+        fail(std::string("replied with out ") + st_dtype_name(out->dtype) + " [" + protocol::join_ints(out->shape) + "], expected F32 [" +
              std::to_string(host.out.size()) + "] (the storage it was given)");
       s.out.resize(host.out.size());
       std::memcpy(s.out.data(), out->bytes.data(), out->bytes.size());
@@ -259,8 +259,8 @@ class PortBackend : public Backend, public PortBackendApi {
     if (const StTensor* fresh = reply.find("fresh")) {
       const std::vector<std::int64_t> want{c.heads, c.tokens(), c.local()};
       if (fresh->dtype != StDType::f32 || fresh->shape != want)
-        fail(std::string("replied with fresh scores ") + st_dtype_name(fresh->dtype) + " [" + join(fresh->shape) +
-             "], expected F32 [" + join(want) + "] = [H, T, L]");
+        fail(std::string("replied with fresh scores ") + st_dtype_name(fresh->dtype) + " [" + protocol::join_ints(fresh->shape) +
+             "], expected F32 [" + protocol::join_ints(want) + "] = [H, T, L]");
       std::vector<float> v(fresh->bytes.size() / 4);
       if (!v.empty()) std::memcpy(v.data(), fresh->bytes.data(), fresh->bytes.size());
       s.fresh = std::move(v);
@@ -275,13 +275,13 @@ class PortBackend : public Backend, public PortBackendApi {
   void start() {
     child_ = std::make_unique<Child>(command_);
     SafeTensors hello;
-    hello.metadata = {{"message", "hello"}, {"protocol", std::to_string(kProtocolVersion)}};
+    hello.metadata = {{protocol::kMessage, protocol::kind::hello}, {"protocol", std::to_string(kProtocolVersion)}};
     try {
       const Deadline deadline = Deadline::in(port_startup_timeout_seconds());  // start-up has a limit of its own
       child_->send(encode_safetensors(hello), deadline);
       const Bytes raw = child_->receive(deadline, kReplyHeaderAllowance);
       const SafeTensors reply = decode_safetensors(raw.data(), raw.size(), "the port's hello");
-      if (reply.metadata.count("message") == 0 || reply.metadata.at("message") != "hello")
+      if (protocol::kind_of(reply.metadata) != protocol::kind::hello)
         throw BackendError("port " + shell_quoted(command_) + " did not answer `hello` with `hello`");
       const auto protocol = reply.metadata.find("protocol");
       if (protocol != reply.metadata.end() && protocol->second != std::to_string(kProtocolVersion))
@@ -313,7 +313,7 @@ class PortCapture : public CapturedScore {
  public:
   PortCapture(PortBackend& port, const HostCase& dummy) : port_(port), spec_(dummy.spec) {}
   Scored replay(HostCase& real) override {
-    const SafeTensors reply = port_.exchange(call_message("replay", real, OutMode::given, spec_.max_seq_len), "scores",
+    const SafeTensors reply = port_.exchange(call_message(protocol::kind::replay, real, OutMode::given, spec_.max_seq_len), protocol::kind::scores,
                                              scores_reply_bound(real, OutMode::given));
     return port_.scores_of(reply, real, OutMode::given);
   }
@@ -324,8 +324,8 @@ class PortCapture : public CapturedScore {
 };
 
 std::unique_ptr<CapturedScore> PortBackend::capture(HostCase& dummy, std::int64_t captured_bound) {
-  if (!supports("capture")) return nullptr;
-  exchange(call_message("capture", dummy, OutMode::given, captured_bound), "captured", kReplyHeaderAllowance);
+  if (!supports(protocol::kind::capture)) return nullptr;
+  exchange(call_message(protocol::kind::capture, dummy, OutMode::given, captured_bound), protocol::kind::captured, kReplyHeaderAllowance);
   return std::make_unique<PortCapture>(*this, dummy);
 }
 

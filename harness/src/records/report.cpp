@@ -25,12 +25,13 @@ void Suite::add(const std::string& row, const Verdict& v, const FailureFile& whe
     if (const std::string why = explain_first_mismatch(v); !why.empty()) message += "\n  " + why;
   }
   rows.push_back({row, v.ok(), message, where, v.ok() ? "" : v.spec.str(), false,
-                  !v.ok() && v.error.empty() && v.invariance.empty(), v.ok() ? "" : fault_name(v.fault)});
+                  !v.ok() && v.error.empty() && v.invariance.empty(), v.ok() ? "" : fault_name(v.fault),
+                  v.ok() ? std::map<std::string, std::string>{} : v.details});
 }
 
 void Suite::add_error(const std::string& row, const std::string& message) {
   ++errors;
-  rows.push_back({row, false, message, {}, "", true, false, "input"});
+  rows.push_back({row, false, message, {}, "", true, false, "input", {}});
 }
 
 bool Suite::too_few() const { return not_run.empty() && stats.cases < min_cases; }
@@ -159,8 +160,8 @@ nlohmann::ordered_json Report::json() const {
       if (!r.ok)
         failing.push_back({{"name", r.name}, {"message", r.message}, {"where", r.where.str()}, {"fixture", r.where.path},
                            {"replay", r.where.replay()}, {"replay_program", r.where.program}, {"replay_flags", r.where.flags}, {"replay_reproduces", !r.where.path.empty() && !r.where.one_call},
-                           {"not_written", r.where.not_written}, {"case", r.spec}, {"kind", r.kind}, {"error", r.error},
-                           {"off_the_oracle", r.off_the_oracle}});
+                           {"not_written", r.where.not_written}, {"case", r.spec}, {"kind", r.kind}, {"details", r.details},
+                           {"error", r.error}, {"off_the_oracle", r.off_the_oracle}});
     j["suites"].push_back({{"suite", s.name}, {"backend", s.backend}, {"oracle", s.oracle}, {"toolchain", s.toolchain},
                            {"calls", s.stats.cases + s.errors}, {"failures", s.stats.failures}, {"errors", s.errors},
                            {"worst_ratio", s.stats.worst_ratio}, {"written", s.stats.written},

@@ -33,11 +33,11 @@
 #include "ctxscore/harness/text.hpp"
 #include "ctxscore/harness/run_control.hpp"
 #include "ctxscore/wire_format.hpp"
+#include "ctxscore/protocol.hpp"
 #include "port_messages.hpp"
 
 namespace ctxscore::harness::port_process {
 
-using port_messages::decimal;
 
 using Clock = std::chrono::steady_clock;
 using Bytes = std::vector<std::uint8_t>;
@@ -221,7 +221,7 @@ class Child {
       pollfd pfd{to_, POLLOUT, 0};
       const int r = poll(&pfd, 1, ms_left(deadline));
       if (r == 0)
-        throw BackendHung("port: did not read its request within the timeout of " + decimal(deadline.seconds) + " s (hung?); " + state());
+        throw BackendHung("port: did not read its request within the timeout of " + protocol::decimal(deadline.seconds) + " s (hung?); " + state());
       if (r < 0 && errno == EINTR) {
         throw_if_stopped();
         continue;
@@ -243,7 +243,7 @@ class Child {
       pollfd pfd{from_, POLLIN, 0};
       const int r = poll(&pfd, 1, ms_left(deadline));
       if (r == 0)
-        throw BackendHung("port: no reply within " + decimal(deadline.seconds) + " s (hung?), waiting for " + what + " (" + std::to_string(got) + " of " + std::to_string(n) +
+        throw BackendHung("port: no reply within " + protocol::decimal(deadline.seconds) + " s (hung?), waiting for " + what + " (" + std::to_string(got) + " of " + std::to_string(n) +
                            " bytes came); " + state());
       if (r < 0 && errno == EINTR) {
         throw_if_stopped();
