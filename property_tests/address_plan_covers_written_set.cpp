@@ -5,7 +5,6 @@
 // CI coverage of the kernel's index logic on a machine without a GPU.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
-#include <rapidcheck/gtest.h>
 
 #include <algorithm>
 #include <set>
@@ -14,6 +13,7 @@
 #include "address_plan.hpp"
 #include "ctxscore/harness/generators.hpp"
 #include "scored_case.hpp"
+#include "property_runner.hpp"
 
 namespace ctxscore {
 namespace {
@@ -73,51 +73,55 @@ Walk walk_launch(HostCase& host, int teams) {
   return w;
 }
 
-RC_GTEST_PROP(AddressPlan, WritesExactlyTheReferenceWrittenSetOnce, ()) {
-  gen::CaseLimits lim;
-  lim.max_heads = 6;
-  lim.max_query_len = 5;
-  lim.max_world = 16;
-  lim.forced_geometry = true;
-  const Case c = *gen::genCase(lim);
-  gen::classify(c);
-  const int teams = *rc::gen::inRange(1, 5);
-  RC_CLASSIFY(teams > 1, "several teams per program");
-  auto s = test::score_case(c);
-  const Walk w = walk_launch(s.host, teams);
-  RC_ASSERT(w.problem == "");
-  const ScoresView o = s.host.out_layout();
-  std::vector<int> expected(w.writes.size(), 0);
-  for (std::int64_t h = 0; h < c.heads; ++h)
-    for (std::int64_t row = 0; row < c.tokens(); ++row)
-      for (std::int64_t j = 0; j < c.local(); ++j)
-        if (s.ref.is_written(row, j)) expected[static_cast<std::size_t>(o.offset(h, row, j))] = 1;
-  RC_ASSERT(w.writes == expected);
+TEST(AddressPlan, WritesExactlyTheReferenceWrittenSetOnce) {
+  test::run_property(100, [] {
+    gen::CaseLimits lim;
+    lim.max_heads = 6;
+    lim.max_query_len = 5;
+    lim.max_world = 16;
+    lim.forced_geometry = true;
+    const Case c = *gen::genCase(lim);
+    gen::classify(c);
+    const int teams = *rc::gen::inRange(1, 5);
+    RC_CLASSIFY(teams > 1, "several teams per program");
+    auto s = test::score_case(c);
+    const Walk w = walk_launch(s.host, teams);
+    RC_ASSERT(w.problem == "");
+    const ScoresView o = s.host.out_layout();
+    std::vector<int> expected(w.writes.size(), 0);
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t row = 0; row < c.tokens(); ++row)
+        for (std::int64_t j = 0; j < c.local(); ++j)
+          if (s.ref.is_written(row, j)) expected[static_cast<std::size_t>(o.offset(h, row, j))] = 1;
+    RC_ASSERT(w.writes == expected);
+  });
 }
 
 // The kernel shape: where programs fit the SMs, the fewest teams (one-page
 // rings) that make a team's share of the chunk smallest; otherwise one team,
 // with two-page rings only for a score step reading all 16 query rows past
 // one wave of one-page programs. Whatever it picks, the platform has.
-RC_GTEST_PROP(AddressPlan, KernelShapeSplitsAChunkIntoItsSmallestShares, ()) {
-  const std::int64_t programs = *rc::gen::inRange<std::int64_t>(1, 5000), chunk = *rc::gen::inRange<std::int64_t>(1, 70);
-  const std::int64_t sms = *rc::gen::inRange<std::int64_t>(1, 300);
-  const int live = live_tile_rows(*rc::gen::inRange<std::int64_t>(1, 40));
-  KernelLimits lim;
-  lim.most_teams = *rc::gen::inRange(1, 5);
-  lim.most_ring_pages = *rc::gen::inRange(1, 3);
-  lim.one_page_teams_per_sm = *rc::gen::inRange(1, 5);
-  const KernelShape k = choose_kernel_shape(programs, chunk, live, sms, lim);
-  RC_ASSERT(shape_supported(k, lim));
-  if (programs > sms || chunk == 1) RC_ASSERT(k.teams == 1);
-  RC_ASSERT(k.ring_pages ==
-            (live == 16 && programs > lim.one_page_teams_per_sm * sms && shape_supported({1, 2}, lim) ? 2 : 1));
-  if (programs > sms) return;
-  const auto share = [chunk](std::int64_t teams) { return (chunk + teams - 1) / teams; };
-  for (int u = 1; u <= lim.most_teams; ++u) {
-    RC_ASSERT(share(k.teams) <= share(u));
-    if (u < k.teams) RC_ASSERT(share(u) > share(k.teams));
-  }
+TEST(AddressPlan, KernelShapeSplitsAChunkIntoItsSmallestShares) {
+  test::run_property(100, [] {
+    const std::int64_t programs = *rc::gen::inRange<std::int64_t>(1, 5000), chunk = *rc::gen::inRange<std::int64_t>(1, 70);
+    const std::int64_t sms = *rc::gen::inRange<std::int64_t>(1, 300);
+    const int live = live_tile_rows(*rc::gen::inRange<std::int64_t>(1, 40));
+    KernelLimits lim;
+    lim.most_teams = *rc::gen::inRange(1, 5);
+    lim.most_ring_pages = *rc::gen::inRange(1, 3);
+    lim.one_page_teams_per_sm = *rc::gen::inRange(1, 5);
+    const KernelShape k = choose_kernel_shape(programs, chunk, live, sms, lim);
+    RC_ASSERT(shape_supported(k, lim));
+    if (programs > sms || chunk == 1) RC_ASSERT(k.teams == 1);
+    RC_ASSERT(k.ring_pages ==
+              (live == 16 && programs > lim.one_page_teams_per_sm * sms && shape_supported({1, 2}, lim) ? 2 : 1));
+    if (programs > sms) return;
+    const auto share = [chunk](std::int64_t teams) { return (chunk + teams - 1) / teams; };
+    for (int u = 1; u <= lim.most_teams; ++u) {
+      RC_ASSERT(share(k.teams) <= share(u));
+      if (u < k.teams) RC_ASSERT(share(u) > share(k.teams));
+    }
+  });
 }
 
 TEST(AddressPlan, KernelShapesAtTheM3Shapes) {
@@ -165,26 +169,28 @@ TEST(AddressPlan, KernelShapesAtTheM3Shapes) {
 // contract's programs fit the multiprocessors and one-slot programs for
 // every slot fit one wave of one-page programs; the contract's otherwise.
 // Either way every local slot has a program and the batch keeps its column.
-RC_GTEST_PROP(AddressPlan, LauncherSplitsIntoOneSlotProgramsOnlyWhereTheyFitOneWave, ()) {
-  // Sizes drawn log-uniformly, so that small launches are common.
-  const auto upto = [](int most_bits) { return *rc::gen::inRange<std::int64_t>(1, std::int64_t{1} << *rc::gen::inRange(1, most_bits)); };
-  const std::int64_t batch = upto(9), world = *rc::gen::inRange<std::int64_t>(1, 9), max_seq_len = upto(22);
-  const Geometry contract = launch_geometry(batch, max_seq_len, world, 4, 1);
-  const std::int64_t sms = *rc::gen::inRange<std::int64_t>(1, 300);
-  KernelLimits lim;
-  lim.most_teams = *rc::gen::inRange(1, 5);
-  lim.most_ring_pages = *rc::gen::inRange(1, 3);
-  lim.one_page_teams_per_sm = *rc::gen::inRange(1, 5);
-  const Geometry g = choose_chunking(contract, sms, lim);
-  const bool split = contract.chunk > 1 && batch * contract.grid_y <= sms && batch * contract.local <= lim.one_page_teams_per_sm * sms;
-  RC_CLASSIFY(split, "one slot per program");
-  RC_ASSERT(g.grid_x == batch);
-  RC_ASSERT(g.global == contract.global);
-  RC_ASSERT(g.local == contract.local);
-  RC_ASSERT(g.tile_n == contract.tile_n);
-  RC_ASSERT(g.chunk == (split ? 1 : contract.chunk));
-  RC_ASSERT(g.grid_y == (split ? contract.local : contract.grid_y));
-  RC_ASSERT(g.grid_y * g.chunk >= g.local);
+TEST(AddressPlan, LauncherSplitsIntoOneSlotProgramsOnlyWhereTheyFitOneWave) {
+  test::run_property(100, [] {
+    // Sizes drawn log-uniformly, so that small launches are common.
+    const auto upto = [](int most_bits) { return *rc::gen::inRange<std::int64_t>(1, std::int64_t{1} << *rc::gen::inRange(1, most_bits)); };
+    const std::int64_t batch = upto(9), world = *rc::gen::inRange<std::int64_t>(1, 9), max_seq_len = upto(22);
+    const Geometry contract = launch_geometry(batch, max_seq_len, world, 4, 1);
+    const std::int64_t sms = *rc::gen::inRange<std::int64_t>(1, 300);
+    KernelLimits lim;
+    lim.most_teams = *rc::gen::inRange(1, 5);
+    lim.most_ring_pages = *rc::gen::inRange(1, 3);
+    lim.one_page_teams_per_sm = *rc::gen::inRange(1, 5);
+    const Geometry g = choose_chunking(contract, sms, lim);
+    const bool split = contract.chunk > 1 && batch * contract.grid_y <= sms && batch * contract.local <= lim.one_page_teams_per_sm * sms;
+    RC_CLASSIFY(split, "one slot per program");
+    RC_ASSERT(g.grid_x == batch);
+    RC_ASSERT(g.global == contract.global);
+    RC_ASSERT(g.local == contract.local);
+    RC_ASSERT(g.tile_n == contract.tile_n);
+    RC_ASSERT(g.chunk == (split ? 1 : contract.chunk));
+    RC_ASSERT(g.grid_y == (split ? contract.local : contract.grid_y));
+    RC_ASSERT(g.grid_y * g.chunk >= g.local);
+  });
 }
 
 TEST(AddressPlan, LauncherChunkingAtTheM3Shapes) {
@@ -206,17 +212,19 @@ TEST(AddressPlan, LauncherChunkingAtTheM3Shapes) {
   EXPECT_EQ(choose_chunking(launch_geometry(8, 32768, 4, 4, 1), 104, amd).chunk, 4);
 }
 
-RC_GTEST_PROP(AddressPlan, ReadsTheReferencePageOfEverySlot, ()) {
-  const Case c = *gen::genCase({});
-  auto s = test::score_case(c);
-  const ScoreArgs args = s.host.args();
-  const Layout layout = validate(args);
-  const ScoreParams p = make_score_params(args, layout, layout.geometry);
-  for (std::int64_t i = 0; i < c.batch(); ++i)
-    for (std::int64_t j = 0; j < c.local(); ++j) {
-      const std::int64_t want = s.ref.page[static_cast<std::size_t>(i * c.local() + j)];
-      if (want >= 0) RC_ASSERT(slot_page(p, i, j) == want);
-    }
+TEST(AddressPlan, ReadsTheReferencePageOfEverySlot) {
+  test::run_property(100, [] {
+    const Case c = *gen::genCase({});
+    auto s = test::score_case(c);
+    const ScoreArgs args = s.host.args();
+    const Layout layout = validate(args);
+    const ScoreParams p = make_score_params(args, layout, layout.geometry);
+    for (std::int64_t i = 0; i < c.batch(); ++i)
+      for (std::int64_t j = 0; j < c.local(); ++j) {
+        const std::int64_t want = s.ref.page[static_cast<std::size_t>(i * c.local() + j)];
+        if (want >= 0) RC_ASSERT(slot_page(p, i, j) == want);
+      }
+  });
 }
 
 // Each active tile row n of a program reads the query of (token n / H,
@@ -224,32 +232,34 @@ RC_GTEST_PROP(AddressPlan, ReadsTheReferencePageOfEverySlot, ()) {
 // block b before the contract's causal cutoff (len − QL + t + 1, restated
 // here from the contract, as a prefix length in [0, 128]); the launch
 // carries the contract's SCALE.
-RC_GTEST_PROP(AddressPlan, PairsEachQueryRowWithItsOutputAndCutoff, ()) {
-  gen::CaseLimits lim;
-  lim.max_heads = 6;
-  lim.max_query_len = 5;
-  const Case c = *gen::genCase(lim);
-  HostCase h = materialize(c);
-  const ScoreArgs args = h.args();
-  const Layout layout = validate(args);
-  const ScoreParams p = make_score_params(args, layout, layout.geometry);
-  RC_ASSERT(p.scale == scale_fp32(c.sm_scale));
-  const ScoresView o = h.out_layout();
-  const Case& r = h.spec;
-  for (std::int64_t i = 0; i < c.batch(); ++i) {
-    const std::int64_t len = c.seq_lens[static_cast<std::size_t>(i)];
-    for (std::int64_t n = 0; n < p.tile_n; ++n) {
-      RC_ASSERT(tile_row_active(p, n) == (n < c.heads * c.query_len));
-      if (n >= c.heads * c.query_len) continue;
-      const std::int64_t t = n / c.heads, head = n % c.heads, row = i * c.query_len + t;
-      RC_ASSERT(tile_row_offset(p, i, n) == row * r.q_token_stride + head * r.q_head_stride);
-      for (std::int64_t j = 0; j < c.local(); ++j) {
-        RC_ASSERT(out_offset(p, i, n, j) == o.offset(head, row, j));
-        const std::int64_t b = j * c.world + c.rank;
-        RC_ASSERT(tile_row_limit(p, len, n, b) == std::clamp<std::int64_t>(len - c.query_len + t + 1 - b * 128, 0, 128));
+TEST(AddressPlan, PairsEachQueryRowWithItsOutputAndCutoff) {
+  test::run_property(100, [] {
+    gen::CaseLimits lim;
+    lim.max_heads = 6;
+    lim.max_query_len = 5;
+    const Case c = *gen::genCase(lim);
+    HostCase h = materialize(c);
+    const ScoreArgs args = h.args();
+    const Layout layout = validate(args);
+    const ScoreParams p = make_score_params(args, layout, layout.geometry);
+    RC_ASSERT(p.scale == scale_fp32(c.sm_scale));
+    const ScoresView o = h.out_layout();
+    const Case& r = h.spec;
+    for (std::int64_t i = 0; i < c.batch(); ++i) {
+      const std::int64_t len = c.seq_lens[static_cast<std::size_t>(i)];
+      for (std::int64_t n = 0; n < p.tile_n; ++n) {
+        RC_ASSERT(tile_row_active(p, n) == (n < c.heads * c.query_len));
+        if (n >= c.heads * c.query_len) continue;
+        const std::int64_t t = n / c.heads, head = n % c.heads, row = i * c.query_len + t;
+        RC_ASSERT(tile_row_offset(p, i, n) == row * r.q_token_stride + head * r.q_head_stride);
+        for (std::int64_t j = 0; j < c.local(); ++j) {
+          RC_ASSERT(out_offset(p, i, n, j) == o.offset(head, row, j));
+          const std::int64_t b = j * c.world + c.rank;
+          RC_ASSERT(tile_row_limit(p, len, n, b) == std::clamp<std::int64_t>(len - c.query_len + t + 1 - b * 128, 0, 128));
+        }
       }
     }
-  }
+  });
 }
 
 TEST(AddressPlan, PageOffsetsAre64Bit) {

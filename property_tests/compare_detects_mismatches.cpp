@@ -2,7 +2,6 @@
 // inputs outside the numeric model.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
-#include <rapidcheck/gtest.h>
 
 #include <cfloat>
 #include <cmath>
@@ -13,6 +12,7 @@
 #include "ctxscore/harness/generators.hpp"
 #include "ctxscore/harness/named_cases.hpp"
 #include "scored_case.hpp"
+#include "property_runner.hpp"
 
 namespace ctxscore {
 namespace {
@@ -180,26 +180,28 @@ TEST(Compare, RefusesInputsOutsideTheNumericModel) {
   EXPECT_FALSE(score_shard(h.args()).out_of_contract);
 }
 
-RC_GTEST_PROP(Compare, AnySingleCorruptedWrittenScoreIsCaught, ()) {
-  const Case c = *gen::genCase({});
-  const auto s = test::score_case(c);
-  std::vector<std::pair<std::int64_t, std::int64_t>> written;  // (out offset, reference index)
-  const ScoresView o = s.host.out_layout();
-  for (std::int64_t h = 0; h < c.heads; ++h)
-    for (std::int64_t row = 0; row < c.tokens(); ++row)
-      for (std::int64_t j = 0; j < c.local(); ++j)
-        if (s.ref.is_written(row, j)) written.emplace_back(o.offset(h, row, j), s.ref.index(h, row, j));
-  RC_PRE(!written.empty());
-  const std::vector<float> before = materialize(c).out;
-  std::vector<float> after = s.host.out;
-  const auto [offset, index] = written[*rc::gen::inRange<std::size_t>(0, written.size())];
-  float& v = after[static_cast<std::size_t>(offset)];
-  // Past the element's bound by at least its own size: no rounding hides it.
-  const double exact = s.ref.exact[static_cast<std::size_t>(index)], bound = s.ref.bound[static_cast<std::size_t>(index)];
-  v = std::isinf(exact) ? 0.0f : static_cast<float>(exact + 2 * bound + std::fmax(1e-3, std::fabs(exact) * 1e-3));
-  const CompareReport r = compare(s.ref, o, before.data(), after.data(), static_cast<std::int64_t>(after.size()));
-  RC_ASSERT(!r.ok());
-  RC_ASSERT(r.mismatches == 1);
+TEST(Compare, AnySingleCorruptedWrittenScoreIsCaught) {
+  test::run_property(100, [] {
+    const Case c = *gen::genCase({});
+    const auto s = test::score_case(c);
+    std::vector<std::pair<std::int64_t, std::int64_t>> written;  // (out offset, reference index)
+    const ScoresView o = s.host.out_layout();
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t row = 0; row < c.tokens(); ++row)
+        for (std::int64_t j = 0; j < c.local(); ++j)
+          if (s.ref.is_written(row, j)) written.emplace_back(o.offset(h, row, j), s.ref.index(h, row, j));
+    RC_PRE(!written.empty());
+    const std::vector<float> before = materialize(c).out;
+    std::vector<float> after = s.host.out;
+    const auto [offset, index] = written[*rc::gen::inRange<std::size_t>(0, written.size())];
+    float& v = after[static_cast<std::size_t>(offset)];
+    // Past the element's bound by at least its own size: no rounding hides it.
+    const double exact = s.ref.exact[static_cast<std::size_t>(index)], bound = s.ref.bound[static_cast<std::size_t>(index)];
+    v = std::isinf(exact) ? 0.0f : static_cast<float>(exact + 2 * bound + std::fmax(1e-3, std::fabs(exact) * 1e-3));
+    const CompareReport r = compare(s.ref, o, before.data(), after.data(), static_cast<std::int64_t>(after.size()));
+    RC_ASSERT(!r.ok());
+    RC_ASSERT(r.mismatches == 1);
+  });
 }
 
 }  // namespace

@@ -11,7 +11,6 @@
 // (label cpu).
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
-#include <rapidcheck/gtest.h>
 
 #include <cstdint>
 #include <cstring>
@@ -20,6 +19,7 @@
 #include "address_plan.hpp"
 #include "ctxscore/contents.hpp"
 #include "fragment_layout.hpp"
+#include "property_runner.hpp"
 
 namespace ctxscore {
 namespace {
@@ -259,16 +259,18 @@ TEST(MatrixLayouts, NvidiaRingReadsFindWhatItsCopiesWrote) {
 }
 
 // The AMD register stream: the page in hand when slot j is scored is slot j's.
-RC_GTEST_PROP(MatrixLayouts, AmdRegisterStreamHoldsEachSlotsPageWhenItIsScored, ()) {
-  const std::int64_t first = *rc::gen::inRange<std::int64_t>(0, 64);
-  const std::int64_t last = first + *rc::gen::inRange<std::int64_t>(1, 64);
-  std::int64_t next = first;  // begin(): the first slot's page loads
-  for (std::int64_t j = first; j < last; ++j) {
-    const std::int64_t current = next;  // advance(j): the loaded page becomes current
-    next = register_stream_next(j, last);
-    RC_ASSERT(current == j);
-    RC_ASSERT(next >= first && next < last);  // never a slot past the range
-  }
+TEST(MatrixLayouts, AmdRegisterStreamHoldsEachSlotsPageWhenItIsScored) {
+  test::run_property(100, [] {
+    const std::int64_t first = *rc::gen::inRange<std::int64_t>(0, 64);
+    const std::int64_t last = first + *rc::gen::inRange<std::int64_t>(1, 64);
+    std::int64_t next = first;  // begin(): the first slot's page loads
+    for (std::int64_t j = first; j < last; ++j) {
+      const std::int64_t current = next;  // advance(j): the loaded page becomes current
+      next = register_stream_next(j, last);
+      RC_ASSERT(current == j);
+      RC_ASSERT(next >= first && next < last);  // never a slot past the range
+    }
+  });
 }
 
 }  // namespace

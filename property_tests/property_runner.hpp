@@ -1,7 +1,7 @@
-// Runs a RapidCheck property inside a GoogleTest test with a per-test case
-// count, and remembers the last failing Case: after shrinking, that is the
-// shrunk counterexample, which the runner prints and writes as a fixture
-// (through the harness's failure writer: one folder, one replay line).
+// Runs a RapidCheck property inside a GoogleTest test through the harness's
+// campaign (campaign.hpp), the loop every check of the gate runs: case k
+// drawn from (seed, test, k), a floor's stratum drawn into its class, the
+// failing case shrunk and written as a fixture with its replay line.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,12 +18,13 @@
 
 namespace ctxscore::test {
 
-// Called by a property on each failing evaluation; `backend_flags` selects
-// the backend again in the fixture's replay line.
+// Called by a property on each failing evaluation: `c` is the case its
+// fixture holds, `verdict` what failed; `backend_flags` selects the backend
+// again in the fixture's replay line.
 void note_failure(const Case& c, const std::string& verdict, const std::string& backend_flags = "--backend reference");
 
-// Asserts `v` passed; otherwise records it for the fixture and fails the
-// RapidCheck case with the verdict.
+// Asserts `v` passed; otherwise records it (its case, for the fixture) and
+// fails the RapidCheck case with the verdict.
 void require(const harness::Verdict& v, const std::string& backend_flags);
 
 // Returns what `call` returns. A backend that throws fails the RapidCheck
@@ -44,18 +45,19 @@ auto on_case(const Case& c, const std::string& backend_flags, const std::string&
 // counterexample: the case line, `verdict`, the fixture written for it.
 void fail_with_case(const Case& c, const std::string& verdict, const std::string& backend_flags);
 
-// A property's coverage floors are the harness's (campaign.hpp): at least
-// `share` of its cases fall in the edge class `claim`, or the property
-// cannot reach what it claims often enough.
+// A property's coverage floors are the harness's (campaign.hpp): `share` of
+// its cases, a stratum, are drawn on purpose to fall in the edge class
+// `claim` (the property's draws are searched for one in the class; one
+// decided outside it stops where it is classified), so that a floor fails
+// only where the property's generators cannot reach its class.
 using harness::Floor;
 
-
-// Runs `property` for `cases` successes (scaled by CTXSCORE_CASE_SCALE when
-// set). On failure: the seed, the shrunk Case line and its verdict, and the
-// fixture written for the shrunk case (harness::failure_dir()). After a
-// pass over at least 100 cases, each floor is checked against the cases run
-// and printed; one not met fails the test, naming the class, its share and
-// the floor. A run scaled below 100 cases says its floors were not judged.
+// Runs `property` over `cases` cases (scaled by CTXSCORE_CASE_SCALE when
+// set), drawn from RapidCheck's seed (RC_PARAMS="seed=N" replays the run).
+// On failure: the seed, the shrunk case line (or the values, where the
+// property drew no case) and its verdict, and the fixture written for the
+// shrunk case (harness::failure_dir()). The run's edge classes and floors
+// are printed; a floor whose stratum missed its class fails the test.
 void run_property(int cases, const std::function<void()>& property, const std::vector<Floor>& floors = {});
 
 // What built and runs the implementation under test, recorded in failure

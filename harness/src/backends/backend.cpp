@@ -73,6 +73,11 @@ ShardScores oracle_scores(Oracle o, HostCase& host) {
 
 std::unique_ptr<CapturedScore> Backend::capture(HostCase&, std::int64_t) { return nullptr; }
 
+namespace {
+
+// Why `b` cannot record a graph here (a one-token probe returned none);
+// empty when it can. A probe that raises throws BackendError naming it
+// (BackendHung where it hung).
 std::string capture_absence(Backend& b) {
   const Case probe = CaseBuilder("capture_probe").lens({1}).build();
   HostCase host = laid_out(probe);
@@ -85,6 +90,8 @@ std::string capture_absence(Backend& b) {
   }
   return b.name() + " cannot record a graph (" + b.toolchain() + ")";
 }
+
+}  // namespace
 
 const Capabilities& Backend::capabilities() {
   if (!capabilities_) capabilities_ = state_capabilities();

@@ -167,22 +167,14 @@ class PortBackend : public Backend, public PortBackendApi {
                     {"max_query_len", std::to_string(query_len)}};
     const SafeTensors reply = exchange(req, protocol::kind::geometry, kReplyHeaderAllowance);
     PortGeometry g;
-    const auto field = [&](const char* key) {
-      const auto it = reply.metadata.find(key);
-      if (it == reply.metadata.end()) fail(std::string("reply `geometry` lacks ") + key);
-      try {
-        std::size_t used = 0;
-        const std::int64_t v = std::stoll(it->second, &used);
-        if (used != it->second.size()) throw std::invalid_argument(it->second);
-        return v;
-      } catch (const std::exception&) {
-        fail(std::string("reply `geometry`: ") + key + " = \"" + it->second + "\", expected an integer");
-      }
-    };
-    g.chunk_count = field("chunk_count");
-    g.chunk = field("chunk");
-    g.grid_x = field("grid_x");
-    g.grid_y = field("grid_y");
+    try {
+      g.chunk_count = protocol::read_int(reply.metadata, "chunk_count");
+      g.chunk = protocol::read_int(reply.metadata, "chunk");
+      g.grid_x = protocol::read_int(reply.metadata, "grid_x");
+      g.grid_y = protocol::read_int(reply.metadata, "grid_y");
+    } catch (const std::invalid_argument& e) {
+      fail(std::string("reply `geometry`: ") + printable(e.what()));
+    }
     return g;
   }
 

@@ -156,6 +156,7 @@ const char* fault_name(Fault f) {
     case Fault::refusal: return "refusal";
     case Fault::geometry: return "geometry";
     case Fault::untested: return "untested";
+    case Fault::property: return "property";
   }
   return "unknown";
 }
@@ -172,9 +173,12 @@ void Verdict::fail(Fault f, const std::string& text, const std::map<std::string,
 
 std::string Verdict::str() const {
   std::ostringstream s;
-  s << (ok() ? "ok" : "FAIL") << " [" << backend << " vs " << oracle << ", out " << out_mode_name(out);
-  if (!shape.empty()) s << ", shape " << shape;
-  s << "] ";
+  s << (ok() ? "ok" : "FAIL") << " ";
+  if (fault != Fault::property) {
+    s << "[" << backend << " vs " << oracle << ", out " << out_mode_name(out);
+    if (!shape.empty()) s << ", shape " << shape;
+    s << "] ";
+  }
   if (!error.empty()) s << "error: " << error;
   else s << report.summary();
   if (!invariance.empty()) s << "; " << invariance;

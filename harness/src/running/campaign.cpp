@@ -3,6 +3,7 @@
 #include "ctxscore/contents.hpp"
 
 #include <signal.h>
+#include <stdexcept>
 #include <unistd.h>
 
 namespace ctxscore::harness {
@@ -11,13 +12,17 @@ std::uint64_t case_seed(std::uint64_t run_seed, const std::string& check, std::i
   return splitmix(splitmix(run_seed) ^ splitmix(fnv1a(check) + static_cast<std::uint64_t>(k)));
 }
 
-Suite suite_for(const std::string& check, Backend& b, const std::string& oracle) {
+Suite suite_for(const std::string& check, const Subject& who, const std::string& oracle) {
   Suite s;
   s.name = check;
-  s.backend = b.name();
-  s.toolchain = b.toolchain();
+  s.backend = who.name;
+  s.toolchain = who.toolchain;
   s.oracle = oracle;
   return s;
+}
+
+Suite suite_for(const std::string& check, Backend& b, const std::string& oracle) {
+  return suite_for(check, Subject{b.name(), b.toolchain()}, oracle);
 }
 
 std::string stop_reason(const TimeBudget* budget, std::int64_t judged) {
@@ -52,16 +57,26 @@ void StratumTally::add(std::int64_t k, bool drawn_in, bool in_class) {
   else if (first_miss < 0) first_miss = k;
 }
 
-void judge_floors(Suite& s, const CampaignPlan& plan, const std::vector<StratumTally>& tallies, const std::string& check) {
-  for (std::size_t i = 0; i < plan.floors.size(); ++i) {
-    const Floor& f = plan.floors[i];
-    const StratumTally& t = tallies[i];
+void check_floor_shares(const std::vector<Floor>& floors) {
+  double sum = 0;
+  for (const Floor& f : floors) {
+    if (!(f.share > 0 && f.share <= 1))
+      throw std::invalid_argument("coverage floor \"" + f.claim + "\": share " + std::to_string(f.share) + ", expected one in (0, 1]");
+    sum += f.share;
+  }
+  if (sum > 1 + 1e-9)
+    throw std::invalid_argument("coverage floors: their shares sum to " + std::to_string(sum) +
+                                ", expected at most 1 (each holds a stratum of the run's cases of its own)");
+}
+
+void judge_floors(Suite& s, const CampaignPlan& plan, const std::string& check) {
+  for (const StratumTally& t : s.floors) {
     if (t.unreachable > 0 && t.drawn == 0)
-      s.oracle += "; no compile key of this run can hold \"" + f.claim + "\" (" + std::to_string(t.unreachable) +
+      s.oracle += "; no compile key of this run can hold \"" + t.claim + "\" (" + std::to_string(t.unreachable) +
                   " cases of its stratum drawn at random instead)";
     if (t.held == t.drawn) continue;
     s.coverage += (s.coverage.empty() ? "" : "; ") + std::string("coverage floor not met, a shortfall of the harness's case source, "
-                  "not of the backend: \"") + f.claim + "\" held in " + std::to_string(t.held) + " of the " +
+                  "not of the backend: \"") + t.claim + "\" held in " + std::to_string(t.held) + " of the " +
                   std::to_string(t.drawn) + " cases drawn to hold it; the first to miss is case " +
                   std::to_string(t.first_miss) + " of seed " + std::to_string(plan.seed);
     if (const std::string again = redraw_line(plan, check, t.first_miss); !again.empty())
@@ -69,8 +84,13 @@ void judge_floors(Suite& s, const CampaignPlan& plan, const std::vector<StratumT
   }
 }
 
-FailureFile record_failure(const Suite& s, const Trial& t, std::uint64_t seed, Backend& b, bool one_call_shows_it) {
-  return write_failure_fixture(t.verdict.spec, FailureRecord{s.name, seed, t.verdict.out, !hung(t.verdict), b.toolchain(), !one_call_shows_it},
+FailureFile record_failure(const Suite& s, const Trial& t, std::uint64_t seed, bool one_call_shows_it) {
+  if (t.not_a_case) {
+    FailureFile none;
+    none.not_written = "the failing value is not a case";
+    return none;
+  }
+  return write_failure_fixture(t.verdict.spec, FailureRecord{s.name, seed, t.verdict.out, !hung(t.verdict), s.toolchain, !one_call_shows_it},
                                t.replay_flags);
 }
 
@@ -86,7 +106,7 @@ std::string failure_text(const Suite& s, std::int64_t k, std::uint64_t seed, con
   std::string text = std::string(isatty(fileno(stderr)) ? "\r" : "") + "FAIL " + s.name + " (" + s.backend + "): case " +
                      std::to_string(k) + ", seed " + std::to_string(seed) +
                      (hung(t.verdict) ? " (a hung port: not shrunk, each step would cost a timeout)" : "") + "\n  " +
-                     (hung(t.verdict) ? "case" : "shrunk") + ": " + printable(t.verdict.spec.str()) + "\n  " +
+                     (hung(t.verdict) ? "case" : "shrunk") + ": " + printable(t.not_a_case ? *t.not_a_case : t.verdict.spec.str()) + "\n  " +
                      printable(t.verdict.str()) + "\n";
   if (t.verdict.report.first) text += "  " + printable(explain_first_mismatch(t.verdict)) + "\n";
   text += "  fixture: " + fixture + "\n";

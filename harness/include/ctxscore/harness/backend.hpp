@@ -143,11 +143,6 @@ class Backend {
   std::optional<Capabilities> capabilities_;
 };
 
-// Why `b` cannot record a graph here (a one-token probe returned none);
-// empty when it can. A probe that raises throws BackendError naming it
-// (BackendHung where it hung). Backends ask it once, for their capabilities.
-std::string capture_absence(Backend& b);
-
 // The compiler that built this process's host code, as a toolchain line.
 std::string host_toolchain();
 

@@ -74,6 +74,9 @@ inline int case_size(std::int64_t k) { return static_cast<int>(k % 10 + 1) * 10;
 struct Trial {
   Verdict verdict;           // ok() whether it passed; spec the case a failure fixture records
   std::string replay_flags;  // select the backend and how the case is judged, for the fixture's replay line
+  // The failing value in words where it holds no case (a property's own
+  // values): no fixture can hold it, and the failure shows it instead.
+  std::optional<std::string> not_a_case = std::nullopt;
 };
 
 template <class T>
@@ -93,7 +96,13 @@ struct CampaignSteps {
   bool one_call_shows_it = true;
 };
 
-// The suite a check of `b` reports into.
+// What a campaign judges: its name and what built it, as its suite and its
+// failure fixtures record them.
+struct Subject {
+  std::string name, toolchain;
+};
+// The suite a check of `who` reports into.
+Suite suite_for(const std::string& check, const Subject& who, const std::string& oracle);
 Suite suite_for(const std::string& check, Backend& b, const std::string& oracle);
 // RapidCheck keeps the context its generators run in (operator*) in
 // process-wide statics: checks run side by side draw, evaluate and shrink
@@ -101,20 +110,16 @@ Suite suite_for(const std::string& check, Backend& b, const std::string& oracle)
 std::unique_lock<std::recursive_mutex> generating();
 // Why a loop stops before its next case: a stop signal or the spent budget; empty to go on.
 std::string stop_reason(const TimeBudget* budget, std::int64_t judged);
-// What a run's strata held: per floor, the cases drawn into its class, those
-// that fell in it, the first that did not, and those the run could not draw so.
-struct StratumTally {
-  std::int64_t drawn = 0, held = 0, unreachable = 0;
-  std::int64_t first_miss = -1;
-  // Case k of the stratum: drawn into its class (or not, where the run
-  // cannot hold it), and whether it fell in it.
-  void add(std::int64_t k, bool drawn_in, bool in_class);
-};
-// Judges the floors' strata into s.coverage (a miss, with its seed and the
-// line that draws it again) and names in s.oracle a class the run cannot hold.
-void judge_floors(Suite& s, const CampaignPlan& plan, const std::vector<StratumTally>& tallies, const std::string& check);
-// Writes a failing trial's case as a fixture and returns its path and replay line.
-FailureFile record_failure(const Suite& s, const Trial& t, std::uint64_t seed, Backend& b, bool one_call_shows_it = true);
+// Judges the floors' strata (s.floors) into s.coverage (a miss, with its
+// seed and the line that draws it again) and names in s.oracle a class the
+// run cannot hold.
+void judge_floors(Suite& s, const CampaignPlan& plan, const std::string& check);
+// Throws std::invalid_argument where the floors' shares sum past 1: their
+// strata, laid end to end, would leave the last ones short.
+void check_floor_shares(const std::vector<Floor>& floors);
+// Writes a failing trial's case as a fixture and returns its path and replay
+// line (or why none was written: a value that is not a case).
+FailureFile record_failure(const Suite& s, const Trial& t, std::uint64_t seed, bool one_call_shows_it = true);
 // Whether a failing verdict is a port that hung: shrinking it would cost a timeout a step.
 bool hung(const Verdict& v);
 // The line that draws case k of the run again, or "" where the plan has none.
@@ -187,22 +192,26 @@ Trial shrink(const CampaignSteps<T>& steps, rc::Shrinkable<T> failing, Trial fou
 }  // namespace detail
 
 template <class T>
-Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>& steps, const std::string& oracle) {
-  Suite s = suite_for(steps.check, b, oracle);
+Suite run_campaign(const Subject& who, const CampaignPlan& plan, const CampaignSteps<T>& steps, const std::string& oracle) {
+  check_floor_shares(plan.floors);
+  Suite s = suite_for(steps.check, who, oracle);
   s.seed = std::to_string(plan.seed);
   const bool one = plan.only_case >= 0;
   const std::int64_t first = one ? plan.only_case : plan.shard_index, step = one ? 1 : plan.shard_count;
   const std::int64_t end = one ? plan.only_case + 1 : plan.cases;
   const std::int64_t mine = one ? 1 : (plan.cases - plan.shard_index + plan.shard_count - 1) / plan.shard_count;
   s.min_cases = plan.min_cases < 0 ? mine : std::min(plan.min_cases, mine);
-  gen::class_counts().clear();
+  gen::Coverage coverage;
+  const gen::CoverageScope counting(coverage);
   Progress progress;
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<StratumTally> tallies(plan.floors.size());
+  for (const Floor& f : plan.floors) s.floors.push_back(StratumTally{f.claim, f.share});
   for (std::int64_t k = first; k < end; k += step) {
     if (s.stopped = stop_reason(plan.budget, s.stats.cases); !s.stopped.empty()) break;
     const std::uint64_t seed = case_seed(plan.seed, steps.check, k);
     const Floor* stratum = steps.draw_in ? stratum_of(plan.floors, k) : nullptr;
+    // Counted from before the draw: drawing a value may already classify it.
+    const std::int64_t held_before = stratum ? coverage.held(stratum->claim) : 0;
     std::optional<rc::Shrinkable<T>> in_class;
     std::optional<rc::Shrinkable<T>> drawn;
     std::optional<T> value;
@@ -212,7 +221,6 @@ Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>&
       drawn = in_class ? *in_class : steps.draw(seed, case_size(k));
       value = drawn->value();
     }
-    const std::int64_t held_before = stratum ? gen::class_counts()[stratum->claim] : 0;
     if (steps.classify) steps.classify(*value);
     Trial t;
     try {
@@ -220,21 +228,20 @@ Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>&
     } catch (const Interrupted&) {
       continue;  // not judged; the next round names the signal
     }
-    if (stratum) {
-      tallies[static_cast<std::size_t>(stratum - plan.floors.data())].add(
-          k, in_class.has_value(), gen::class_counts()[stratum->claim] > held_before);
-    }
+    if (stratum)
+      s.floors[static_cast<std::size_t>(stratum - plan.floors.data())].add(k, in_class.has_value(),
+                                                                            coverage.held(stratum->claim) > held_before);
     FailureFile fixture;
     if (!t.verdict.ok()) {
       if (!hung(t.verdict)) t = detail::shrink(steps, *drawn, t, plan);
-      fixture = record_failure(s, t, seed, b, steps.one_call_shows_it);
+      fixture = record_failure(s, t, seed, steps.one_call_shows_it);
       if (plan.say) plan.say(failure_text(s, k, seed, t, fixture.str(), redraw_line(plan, steps.check, k)));
     }
     s.add("case " + std::to_string(k) + " (seed " + std::to_string(seed) + ")", t.verdict, fixture);
     if (!t.verdict.ok() && !plan.redraw.empty())
       s.rows.back().message += "\n  drawn case again: " + redraw_line(plan, steps.check, k);
     if (plan.say && progress.due())
-      plan.say("ctxscore: " + b.name() + " " + steps.check + ": " + std::to_string(s.stats.cases) + " of " + std::to_string(mine) +
+      plan.say("ctxscore: " + who.name + " " + steps.check + ": " + std::to_string(s.stats.cases) + " of " + std::to_string(mine) +
                " cases, " + std::to_string(s.stats.failures) + " failing\n");
     if (plan.max_failures > 0 && s.stats.failures >= plan.max_failures) {
       if (k + step < end)
@@ -246,12 +253,18 @@ Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>&
   }
   if (s.stopped.empty() && stop_signal()) s.stopped = stop_reason(plan.budget, s.stats.cases);
   if (s.stats.failures == 0 && !stop_signal()) {
-    judge_floors(s, plan, tallies, steps.check);
+    judge_floors(s, plan, steps.check);
     if (steps.finish) steps.finish(s);
   }
-  gen::class_counts().clear();
+  s.classes = coverage.counts();
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
+}
+
+// A check's campaign over backend `b`.
+template <class T>
+Suite run_campaign(Backend& b, const CampaignPlan& plan, const CampaignSteps<T>& steps, const std::string& oracle) {
+  return run_campaign(Subject{b.name(), b.toolchain()}, plan, steps, oracle);
 }
 
 }  // namespace ctxscore::harness

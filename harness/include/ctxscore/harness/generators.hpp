@@ -8,6 +8,7 @@
 #include <climits>
 #include <map>
 #include <string>
+#include <utility>
 #include <cstdint>
 #include <vector>
 
@@ -371,21 +372,74 @@ inline rc::Gen<std::pair<Case, harness::Rebatching>> genRebatchedCase(const Case
   });
 }
 
-// How many cases of the current property touched each edge class; the
-// property runner, which counts the cases, prints and clears it after each
-// property. A thread's own: the gate runs checks side by side.
-inline std::map<std::string, std::int64_t>& class_counts() {
-  thread_local std::map<std::string, std::int64_t> counts;
-  return counts;
+// The edge classes a run's cases fell in. Each run owns one (run_campaign
+// installs it for its thread: the gate runs checks side by side), and
+// classify / count_class count into the one of the run on their thread;
+// outside any run they count into a scratch one that nobody reads.
+class Coverage {
+ public:
+  // What a probe throws where the case it draws is decided outside the
+  // class it probes for: the rest of the case's work is not worth doing.
+  struct Missed {};
+  void count(const std::string& claim, bool hit) {
+    if (hit) {
+      ++counts_[claim];
+    } else if (!probing_.empty() && claim == probing_) {
+      missed_ = true;  // kept: whatever catches Missed, the probe sees it
+      throw Missed{};
+    }
+  }
+  std::int64_t held(const std::string& claim) const {
+    const auto it = counts_.find(claim);
+    return it == counts_.end() ? 0 : it->second;
+  }
+  const std::map<std::string, std::int64_t>& counts() const { return counts_; }
+  void restore(std::map<std::string, std::int64_t> counts) { counts_ = std::move(counts); }
+  // While set, a case counted outside `claim` throws Missed (empty: none).
+  void probe(std::string claim) {
+    probing_ = std::move(claim);
+    missed_ = false;
+  }
+  // Whether the probe's case was counted outside its class.
+  bool missed() const { return missed_; }
+
+ private:
+  std::map<std::string, std::int64_t> counts_;
+  std::string probing_;
+  bool missed_ = false;
+};
+
+namespace detail {
+inline Coverage*& current_coverage() {
+  thread_local Coverage* current = nullptr;
+  return current;
 }
+}  // namespace detail
+
+// The coverage of the run on this thread.
+inline Coverage& coverage() {
+  thread_local Coverage scratch;
+  Coverage* c = detail::current_coverage();
+  return c ? *c : scratch;
+}
+
+// Makes `c` this thread's coverage for the scope's life.
+class CoverageScope {
+ public:
+  explicit CoverageScope(Coverage& c) : previous_(detail::current_coverage()) { detail::current_coverage() = &c; }
+  ~CoverageScope() { detail::current_coverage() = previous_; }
+  CoverageScope(const CoverageScope&) = delete;
+  CoverageScope& operator=(const CoverageScope&) = delete;
+
+ private:
+  Coverage* previous_;
+};
 
 // Counts the current case in the edge class `claim` when `hit`.
-inline void count_class(const std::string& claim, bool hit) {
-  if (hit) ++class_counts()[claim];
-}
+inline void count_class(const std::string& claim, bool hit) { coverage().count(claim, hit); }
 
-// Edge classes a case touches, each named once; the property runner prints
-// their frequencies and judges the coverage floors against them.
+// Edge classes a case touches, each named once: a run's coverage counts
+// them, and its floors are judged against them.
 inline void classify(const Case& c, harness::OutMode out = harness::OutMode::given) {
   const std::int64_t G = c.global(), L = c.local();
   bool boundary = false, empty_here = false, past_bound = false, oob = false, zero = false, negative = false;
@@ -438,8 +492,7 @@ inline void classify(const Case& c, harness::OutMode out = harness::OutMode::giv
       {out == harness::OutMode::absent, "out absent (fresh buffer)"},
       {out == harness::OutMode::too_small, "out too small (fresh buffer, given one untouched)"},
   };
-  for (const auto& [hit, name] : classes)
-    if (hit) ++class_counts()[name];
+  for (const auto& [hit, name] : classes) count_class(name, hit);
 }
 
 }  // namespace ctxscore::gen

@@ -69,6 +69,7 @@ enum class Fault {
   refusal,          // a call breaking a clause was not refused cleanly, or a valid call was refused
   geometry,         // the launch geometry reported is not the contract's
   untested,         // the case passed without testing what it exists for
+  property,         // a property's own claim, neither a call's nor a comparison's, does not hold
 };
 const char* fault_name(Fault f);
 // The fault an exception caught from a backend is: hung or raised.

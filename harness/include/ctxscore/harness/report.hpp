@@ -4,6 +4,7 @@
 // where it was required, has not passed.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,6 +28,19 @@ struct Row {
   std::map<std::string, std::string> details;  // the failing verdict's particulars (Verdict::details)
 };
 
+// What a run's stratum of one coverage floor held (campaign.hpp): the cases
+// drawn into its class, those that fell in it, the first that did not, and
+// those the run could not draw so.
+struct StratumTally {
+  std::string claim;
+  double share = 0;
+  std::int64_t drawn = 0, held = 0, unreachable = 0;
+  std::int64_t first_miss = -1;
+  // Case k of the stratum: drawn into its class (or not, where the run
+  // cannot hold it), and whether it fell in it.
+  void add(std::int64_t k, bool drawn_in, bool in_class);
+};
+
 struct Suite {
   std::string name, backend, oracle;
   std::string toolchain;  // the backend's (Backend::toolchain)
@@ -46,6 +60,8 @@ struct Suite {
   std::string seed;         // the seed its cases came from, where drawn
   std::vector<std::string> compile_keys;  // the keys its cases were drawn from, where a run held them to a few
   std::string coverage;     // a coverage floor not met, with the shares; empty when met or none
+  std::vector<StratumTally> floors;               // each floor's stratum, where the run judged its floors
+  std::map<std::string, std::int64_t> classes;    // the edge classes its cases fell in (gen::Coverage)
   // The check, run earlier, whose scores off the oracle this one met again
   // before it could judge its own claim (the gate's: one root cause told
   // once, under the check that owns it); empty otherwise.
