@@ -55,6 +55,7 @@ rc::Shrinkable<Evaluation> draw_case(const rc::detail::Property& property, std::
   std::optional<rc::Shrinkable<Evaluation>> last;
   for (int draw = 0; draw < kDrawsPerCase; ++draw) {
     const std::map<std::string, std::int64_t> before = coverage.counts();
+    const std::int64_t held_before = coverage.held(claim);
     noted().reset();
     // Some classes need room (a rank past 1, several heads): the size grows
     // draw by draw up to RapidCheck's largest.
@@ -71,7 +72,7 @@ rc::Shrinkable<Evaluation> draw_case(const rc::detail::Property& property, std::
     }
     for (const std::string& tag : e.tags) coverage.count(tag, true);  // RC_CLASSIFY's classes
     const auto type = e.result.type;
-    const bool held = claim.empty() || coverage.held(claim) > (before.count(claim) ? before.at(claim) : 0);
+    const bool held = claim.empty() || coverage.held(claim) > held_before;
     last = rc::makeShrinkable<Evaluated>(std::move(e), drawn);
     if (type == rc::detail::CaseResult::Type::Failure || (type == rc::detail::CaseResult::Type::Success && held)) return *last;
     coverage.restore(before);
@@ -108,7 +109,11 @@ harness::Trial judged(const Evaluation& e) {
   return t;
 }
 
-harness::Trial& with_flags(harness::Trial& t, const std::string& backend_flags) {
+// A failure of the property's own claim on case `c`.
+harness::Trial property_failure(const Case& c, const std::string& verdict, const std::string& backend_flags) {
+  harness::Trial t;
+  t.verdict.spec = c;
+  t.verdict.fail(harness::Fault::property, verdict);
   t.replay_flags = backend_flags;
   return t;
 }
@@ -121,10 +126,7 @@ harness::JudgeStats& property_stats() {
 }
 
 void note_failure(const Case& c, const std::string& verdict, const std::string& backend_flags) {
-  harness::Trial t;
-  t.verdict.spec = c;
-  t.verdict.fail(harness::Fault::property, verdict);
-  noted() = with_flags(t, backend_flags);
+  noted() = property_failure(c, verdict, backend_flags);
 }
 
 void require(const harness::Verdict& v, const std::string& backend_flags) {
@@ -148,7 +150,8 @@ namespace {
 // case), its verdict, and the fixture written for it.
 std::string counterexample(const harness::Trial& t, const harness::FailureFile& fixture, bool shrunk) {
   const std::string what = t.not_a_case ? "values: " + *t.not_a_case : "case: " + t.verdict.spec.str();
-  const std::string verdict = t.verdict.fault == harness::Fault::property && t.verdict.invariance.empty() ? t.verdict.error : t.verdict.str();
+  // A property's own claim is its text; a backend's verdict says which backend and oracle.
+  const std::string verdict = t.verdict.fault == harness::Fault::property ? t.verdict.error : t.verdict.str();
   return "\n" + std::string(shrunk ? "shrunk " : "") + what + "\nverdict: " + verdict + "\nfixture: " + fixture.str();
 }
 
@@ -204,15 +207,13 @@ void run_property(int cases, const std::function<void()>& property, const std::v
   if (s.too_few()) ADD_FAILURE() << "judged " << s.stats.cases << " of " << s.min_cases << " cases: " << s.stopped << "\n" << replay;
   if (s.stats.failures == 0) return;
   const harness::Row& row = s.rows.back();
+  // Every failing trial passed through steps.judge, which kept the last (the shrunk one).
   ADD_FAILURE() << "Falsifiable: " << row.name << "\ntoolchain: " << toolchain() << "\n" << replay
-                << (failing ? counterexample(*failing, row.where, true) : "\n" + row.message);
+                << counterexample(failing.value(), row.where, true);
 }
 
 void fail_with_case(const Case& c, const std::string& verdict, const std::string& backend_flags) {
-  harness::Trial t;
-  t.verdict.spec = c;
-  t.verdict.fail(harness::Fault::property, verdict);
-  t.replay_flags = backend_flags;
+  const harness::Trial t = property_failure(c, verdict, backend_flags);
   const harness::FailureFile fixture =
       harness::write_failure_fixture(c, harness::FailureRecord{current_test_id(), c.seed, std::nullopt, false, toolchain()}, backend_flags);
   ADD_FAILURE() << "toolchain: " << toolchain() << counterexample(t, fixture, false);

@@ -173,12 +173,9 @@ void Verdict::fail(Fault f, const std::string& text, const std::map<std::string,
 
 std::string Verdict::str() const {
   std::ostringstream s;
-  s << (ok() ? "ok" : "FAIL") << " ";
-  if (fault != Fault::property) {
-    s << "[" << backend << " vs " << oracle << ", out " << out_mode_name(out);
-    if (!shape.empty()) s << ", shape " << shape;
-    s << "] ";
-  }
+  s << (ok() ? "ok" : "FAIL") << " [" << backend << " vs " << oracle << ", out " << out_mode_name(out);
+  if (!shape.empty()) s << ", shape " << shape;
+  s << "] ";
   if (!error.empty()) s << "error: " << error;
   else s << report.summary();
   if (!invariance.empty()) s << "; " << invariance;
